@@ -1,0 +1,11 @@
+# Writes a header holding every preset file as a string literal: cmake -DOUT=... -DFILES=a;b -P EmbedPresets.cmake
+set(body "// Generated from resources/presets by cmake/EmbedPresets.cmake. Do not edit.\n#pragma once\nnamespace lathe::config::detail {\nstruct PresetText { const char* name; const char* text; };\ninline constexpr PresetText kPresets[] = {\n")
+string(REPLACE "|" ";" FILES "${FILES}")
+foreach(f IN LISTS FILES)
+  get_filename_component(name ${f} NAME_WE)
+  file(READ ${f} content)
+  string(APPEND body "  {\"${name}\", R\"lathe_preset(${content})lathe_preset\"},\n")
+endforeach()
+string(APPEND body "};\n}  // namespace lathe::config::detail\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

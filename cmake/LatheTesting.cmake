@@ -1,0 +1,21 @@
+# One helper registers every test: lathe_add_test(NAME SOURCES... LIBS... LABELS... [TIMEOUT s] [ENV k=v...])
+# Tests are Qt Test executables run through CTest; each carries labels (unit, distributed, gui, e2e, slow).
+find_package(Qt6 REQUIRED COMPONENTS Core Test)
+
+function(lathe_add_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE Qt6::Test ${T_LIBS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests AUTOMOC ON)
+  lathe_set_warnings(${name})
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "QT_QPA_PLATFORM=offscreen;LATHE_SOURCE_DIR=${PROJECT_SOURCE_DIR};LATHE_BIN_DIR=${PROJECT_BINARY_DIR}/bin;${T_ENV}")
+endfunction()

@@ -1,0 +1,36 @@
+// lathe-engine subcommands. Each returns the process exit code:
+//   0 success, 1 runtime failure, 2 bad config or usage, 130 interrupted by a signal.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lathe::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitInterrupted = 130;
+
+using Args = std::vector<std::string>;
+
+int cmd_schema(const Args& args);
+int cmd_validate(const Args& args);
+int cmd_config(const Args& args);
+int cmd_presets(const Args& args);
+
+/// Splits "CONFIG a.b=c --x.y=z --flag value" into the config spec (first non-override argument)
+/// and overrides; options listed in `value_options` consume the next argument and are returned in
+/// `options`.
+struct ParsedArgs {
+    std::string spec;
+    std::vector<std::string> overrides;
+    std::vector<std::pair<std::string, std::string>> options;
+    std::vector<std::string> errors;
+    std::string option(const std::string& name, const std::string& fallback = "") const;
+    bool has(const std::string& name) const;
+};
+ParsedArgs parse_args(const Args& args, const std::vector<std::string>& value_options,
+                      const std::vector<std::string>& flag_options = {});
+
+}  // namespace lathe::cli

@@ -1,0 +1,54 @@
+// lathe-engine: the headless engine. See `lathe-engine help`.
+#include "cli/cli.h"
+#include "util/torch_info.h"
+
+#include <iostream>
+#include <map>
+
+namespace {
+
+const char* kUsage = R"(usage: lathe-engine COMMAND [ARGS]
+
+Commands:
+  train [CONFIG] [a.b=value ...]     train (CONFIG is a JSON/YAML file or a preset; default: tiny)
+  validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
+  config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
+  schema                             print the JSON Schema of the config
+  presets                            list the built-in presets
+  --version                          version, git revision, LibTorch version, CUDA support
+
+Overrides take the form a.b.c=value (OLMo-core's --a.b.c=value also works).
+Exit codes: 0 success, 1 failure, 2 bad config or usage, 130 interrupted.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace lathe::cli;
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+        std::cout << kUsage;
+        return args.empty() ? kExitUsage : kExitOk;
+    }
+    if (args[0] == "--version" || args[0] == "version") {
+        std::cout << lathe::version_line("lathe-engine") << "\n";
+        return kExitOk;
+    }
+    const std::map<std::string, int (*)(const Args&)> commands = {
+        {"schema", cmd_schema},
+        {"validate", cmd_validate},
+        {"config", cmd_config},
+        {"presets", cmd_presets},
+    };
+    auto it = commands.find(args[0]);
+    if (it == commands.end()) {
+        std::cerr << "lathe-engine: unknown command '" << args[0] << "'\n\n" << kUsage;
+        return kExitUsage;
+    }
+    try {
+        return it->second(Args(args.begin() + 1, args.end()));
+    } catch (const std::exception& e) {
+        std::cerr << "lathe-engine " << args[0] << ": error: " << e.what() << "\n";
+        return kExitFailure;
+    }
+}

@@ -1,0 +1,562 @@
+// The whole description of a Lathe run: ExperimentConfig and its parts.
+//
+// Names, defaults and meanings follow OLMo-core's configs where it has them. Each struct lists its
+// fields once in visit(); see reflect.h. JSON keys are the C++ field names.
+#pragma once
+
+#include "reflect.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lathe::config {
+
+LATHE_ENUM(DurationUnit, steps, epochs, tokens)
+LATHE_ENUM(LoadStrategy, if_available, always, never)
+LATHE_ENUM(ReduceType, mean, sum, max, l2_norm)
+LATHE_ENUM(MetricMergeStrategy, warn, latest, oldest, mean, sum, max, min)
+LATHE_ENUM(DataSource, builtin, text, numpy)
+LATHE_ENUM(TokenDType, uint16, uint32)
+LATHE_ENUM(DType, float32, bfloat16)
+LATHE_ENUM(SchedulerName, cos_with_warmup, linear_with_warmup, constant, constant_with_warmup)
+LATHE_ENUM(SchedulerUnits, steps, tokens)
+LATHE_ENUM(DataParallelType, ddp, fsdp)
+LATHE_ENUM(CheckpointRemovalStrategy, ephemeral_only, all_non_permanent, never)
+LATHE_ENUM(DeviceKind, auto_, cpu, cuda)
+LATHE_ENUM(StabilityAction, warn, skip, stop)
+LATHE_ENUM(LogFilterType, rank0_only, local_rank0_only, all_ranks)
+
+/// A length of training: a number of steps, tokens or epochs. JSON: {"value": 100, "unit": "steps"}
+/// or the shorthand "100steps", "2epochs", "5e6tokens".
+struct Duration {
+    int64_t value = 1;
+    DurationUnit unit = DurationUnit::epochs;
+
+    static Duration steps(int64_t v) { return {v, DurationUnit::steps}; }
+    static Duration epochs(int64_t v) { return {v, DurationUnit::epochs}; }
+    static Duration tokens(int64_t v) { return {v, DurationUnit::tokens}; }
+
+    /// OLMo-core's Duration.due: steps and tokens are due once reached, epochs once passed.
+    bool due(int64_t step, int64_t tokens_seen, int64_t epoch) const {
+        switch (unit) {
+            case DurationUnit::steps:
+                return step >= value;
+            case DurationUnit::tokens:
+                return tokens_seen >= value;
+            case DurationUnit::epochs:
+                return epoch > value;
+        }
+        return false;
+    }
+    std::string to_string() const;  ///< shorthand form, e.g. "100steps"
+    bool operator==(const Duration& o) const { return value == o.value && unit == o.unit; }
+
+    template <class V>
+    void visit(V& v) {
+        v.field("value", value, {"How many units.", Bounds::at_least(1)});
+        v.field("unit", unit, {"steps, epochs or tokens."});
+    }
+};
+
+/// Parses "100steps", "2 epochs", "5e6tokens"; nullopt when malformed.
+std::optional<Duration> parse_duration(std::string_view text);
+
+/// Steps [start, stop) whose batch is consumed but not trained on (steps count from 1).
+struct StepSkipRange {
+    int64_t start = 1;
+    int64_t stop = 2;
+    template <class V>
+    void visit(V& v) {
+        v.field("start", start, {"First skipped step (steps count from 1).", Bounds::at_least(1)});
+        v.field("stop", stop, {"First step trained again (exclusive end).", Bounds::at_least(1)});
+    }
+};
+
+/// OLMo2-style decoder-only transformer.
+struct ModelConfig {
+    int64_t d_model = 64;
+    int64_t n_layers = 2;
+    int64_t n_heads = 4;
+    std::optional<int64_t> n_kv_heads;
+    std::optional<int64_t> head_dim;
+    int64_t vocab_size = 256;
+    std::optional<double> hidden_size_multiplier;
+    int64_t hidden_size_multiple_of = 256;
+    double rope_theta = 500000.0;
+    double layer_norm_eps = 1e-6;
+    bool qk_norm = true;
+    double init_std = 0.02;
+    int64_t init_seed = 0;
+    DType dtype = DType::float32;
+
+    /// SwiGLU hidden size by OLMo-core's rule: int(8·d/3), times the multiplier, rounded up.
+    int64_t hidden_size() const;
+    int64_t resolved_head_dim() const { return head_dim.value_or(d_model / n_heads); }
+    int64_t kv_heads() const { return n_kv_heads.value_or(n_heads); }
+
+    template <class V>
+    void visit(V& v) {
+        v.field("d_model", d_model, {"Width of the residual stream.", Bounds::at_least(1)});
+        v.field("n_layers", n_layers, {"Number of transformer blocks.", Bounds::at_least(1)});
+        v.field("n_heads", n_heads, {"Attention heads per block.", Bounds::at_least(1)});
+        v.field("n_kv_heads", n_kv_heads,
+                {"Key/value heads (grouped-query attention); null means n_heads.",
+                 Bounds::at_least(1)});
+        v.field(
+            "head_dim", head_dim,
+            {"Size of each attention head; null means d_model / n_heads.", Bounds::at_least(2)});
+        v.field("vocab_size", vocab_size,
+                {"Size of the token vocabulary (embedding rows).", Bounds::at_least(2)});
+        v.field(
+            "hidden_size_multiplier", hidden_size_multiplier,
+            {"Scales the SwiGLU hidden size int(8*d_model/3); null means 1.", Bounds::positive()});
+        v.field(
+            "hidden_size_multiple_of", hidden_size_multiple_of,
+            {"The SwiGLU hidden size is rounded up to a multiple of this.", Bounds::at_least(1)});
+        v.field("rope_theta", rope_theta,
+                {"Base of the rotary position embedding frequencies.", Bounds::positive()});
+        v.field("layer_norm_eps", layer_norm_eps,
+                {"Epsilon of every RMSNorm.", Bounds::positive()});
+        v.field("qk_norm", qk_norm, {"RMSNorm on the projected queries and keys (OLMo2).", {}});
+        v.field("init_std", init_std,
+                {"Std of the truncated-normal weight init (cut at 3 std).", Bounds::positive()});
+        v.field("init_seed", init_seed,
+                {"Seed of the weight initialisation.", Bounds::at_least(0)});
+        v.field("dtype", dtype, {"Data type of the parameters.", {}});
+    }
+};
+
+/// Where the training tokens come from.
+struct DatasetConfig {
+    DataSource source = DataSource::builtin;
+    std::vector<std::string> paths;
+    TokenDType token_dtype = TokenDType::uint16;
+    int64_t sequence_length = 64;
+    int64_t builtin_tokens = 2000000;
+    int64_t builtin_seed = 1234;
+    double validation_fraction = 0.02;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("source", source,
+                {"builtin: the generated corpus; text: UTF-8 files or folders as bytes; numpy: raw "
+                 "token files.",
+                 {}});
+        v.field("paths", paths, {"Files or folders for the text and numpy sources.", {}, "path"});
+        v.field("token_dtype", token_dtype,
+                {"Element type of numpy token files (little-endian).", {}});
+        v.field("sequence_length", sequence_length,
+                {"Tokens per training instance.", Bounds::at_least(2)});
+        v.field("builtin_tokens", builtin_tokens,
+                {"Size of the built-in corpus in tokens.", Bounds::at_least(1024)});
+        v.field("builtin_seed", builtin_seed,
+                {"Seed that generates the built-in corpus.", Bounds::at_least(0)});
+        v.field("validation_fraction", validation_fraction,
+                {"Share of instances held out for evaluation (lm_evaluator).",
+                 Bounds::between(0.0, 0.5)});
+    }
+};
+
+struct DataLoaderConfig {
+    int64_t global_batch_size = 2048;
+    int64_t seed = 0;
+    bool shuffle = true;
+    int64_t prefetch_batches = 2;
+    bool ignore_fingerprint_mismatch = false;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("global_batch_size", global_batch_size,
+                {"Tokens per optimizer step over all ranks.", Bounds::at_least(1)});
+        v.field("seed", seed, {"Seed of the per-epoch shuffle.", Bounds::at_least(0)});
+        v.field("shuffle", shuffle, {"Shuffle the instances at every epoch.", {}});
+        v.field(
+            "prefetch_batches", prefetch_batches,
+            {"Batches prepared ahead on a background thread (0 = none).", Bounds::between(0, 64)});
+        v.field("ignore_fingerprint_mismatch", ignore_fingerprint_mismatch,
+                {"Resume even when the dataset differs from the checkpoint's.", {}});
+    }
+};
+
+struct AdamWConfig {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.01;
+    bool decay_embeddings = true;
+    bool decay_norms = true;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("lr", lr, {"Peak learning rate.", Bounds::positive()});
+        v.field("beta1", beta1, {"AdamW first-moment decay.", Bounds::between(0.0, 1.0)});
+        v.field("beta2", beta2, {"AdamW second-moment decay.", Bounds::between(0.0, 1.0)});
+        v.field("eps", eps, {"AdamW epsilon.", Bounds::positive()});
+        v.field("weight_decay", weight_decay, {"Decoupled weight decay.", Bounds::at_least(0.0)});
+        v.field("decay_embeddings", decay_embeddings,
+                {"Apply weight decay to the embeddings.", {}});
+        v.field("decay_norms", decay_norms, {"Apply weight decay to the norm weights.", {}});
+    }
+};
+
+struct SchedulerConfig {
+    SchedulerName name = SchedulerName::cos_with_warmup;
+    SchedulerUnits units = SchedulerUnits::steps;
+    int64_t warmup = 100;
+    double alpha_f = 0.1;
+    std::optional<int64_t> t_max;
+    double warmup_min_lr = 0.0;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("name", name, {"Learning-rate schedule.", {}});
+        v.field("units", units, {"Whether warmup and t_max count steps or tokens.", {}});
+        v.field("warmup", warmup, {"Length of the linear warmup.", Bounds::at_least(0)});
+        v.field(
+            "alpha_f", alpha_f,
+            {"Final LR as a fraction of the peak (cosine and linear).", Bounds::between(0.0, 1.0)});
+        v.field("t_max", t_max,
+                {"End of the decay; null means the end of training.", Bounds::at_least(1)});
+        v.field("warmup_min_lr", warmup_min_lr,
+                {"LR at the start of the warmup.", Bounds::at_least(0.0)});
+    }
+};
+
+struct DataParallelConfig {
+    DataParallelType name = DataParallelType::ddp;
+    std::optional<DType> param_dtype;
+    DType reduce_dtype = DType::float32;
+    double bucket_cap_mb = 25.0;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("name", name,
+                {"ddp replicates the model; fsdp shards parameters, gradients and optimizer state.",
+                 {}});
+        v.field("param_dtype", param_dtype,
+                {"FSDP: dtype of gathered parameters; null keeps model.dtype.", {}});
+        v.field("reduce_dtype", reduce_dtype, {"dtype of gradient reductions.", {}});
+        v.field("bucket_cap_mb", bucket_cap_mb,
+                {"DDP: gradient bucket size in MiB.", Bounds::positive()});
+    }
+};
+
+struct TrainModuleConfig {
+    int64_t rank_microbatch_size = 1024;
+    int64_t max_sequence_length = 64;
+    AdamWConfig optim;
+    SchedulerConfig scheduler;
+    std::optional<double> max_grad_norm = 1.0;
+    std::optional<double> z_loss_multiplier;
+    int64_t label_ignore_index = -100;
+    std::optional<DType> autocast_precision;
+    DataParallelConfig dp_config;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("rank_microbatch_size", rank_microbatch_size,
+                {"Tokens per forward/backward pass on one rank; a multiple of the sequence length.",
+                 Bounds::at_least(1)});
+        v.field("max_sequence_length", max_sequence_length,
+                {"Longest sequence the model will see.", Bounds::at_least(2)});
+        v.field("optim", optim, {"AdamW optimizer."});
+        v.field("scheduler", scheduler, {"Learning-rate scheduler."});
+        v.field("max_grad_norm", max_grad_norm,
+                {"Clip the total gradient norm to this; null disables.", Bounds::positive()});
+        v.field("z_loss_multiplier", z_loss_multiplier,
+                {"Weight of the z-loss (logsumexp^2); null disables.", Bounds::positive()});
+        v.field("label_ignore_index", label_ignore_index,
+                {"Label value excluded from the loss.", {}});
+        v.field("autocast_precision", autocast_precision,
+                {"Run the forward pass under autocast to this dtype; null disables.", {}});
+        v.field("dp_config", dp_config, {"Data parallelism across ranks."});
+    }
+};
+
+// ---- callbacks -------------------------------------------------------------------------------
+
+struct ConsoleLoggerConfig {
+    bool enabled = true;
+    int64_t log_interval = 1;
+    std::optional<int64_t> metrics_log_interval;
+    std::vector<std::string> metrics = {"train/CE loss",         "train/PPL", "train/Z loss",
+                                        "optim/total grad norm", "optim/LR*", "throughput/*",
+                                        "checkpoint/*",          "eval/*"};
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled, {"Print progress and metrics to the console.", {}});
+        v.field("log_interval", log_interval,
+                {"Steps between progress lines.", Bounds::at_least(1)});
+        v.field("metrics_log_interval", metrics_log_interval,
+                {"Steps between metric lines; null means trainer.metrics_collect_interval.",
+                 Bounds::at_least(1)});
+        v.field("metrics", metrics, {"Glob patterns of the metrics to print.", {}, "glob"});
+    }
+};
+
+struct CheckpointerConfig {
+    bool enabled = true;
+    std::optional<int64_t> save_interval = 250;
+    std::optional<int64_t> ephemeral_save_interval;
+    std::optional<bool> pre_train_checkpoint;
+    std::optional<bool> save_async;
+    CheckpointRemovalStrategy remove = CheckpointRemovalStrategy::ephemeral_only;
+    std::optional<int64_t> max_checkpoints = 3;
+    std::vector<int64_t> fixed_steps;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled, {"Save checkpoints.", {}});
+        v.field("save_interval", save_interval,
+                {"Steps between permanent checkpoints; null disables.", Bounds::at_least(1)});
+        v.field("ephemeral_save_interval", ephemeral_save_interval,
+                {"Steps between ephemeral checkpoints (only the newest kept); null disables.",
+                 Bounds::at_least(1)});
+        v.field("pre_train_checkpoint", pre_train_checkpoint,
+                {"Save step0 before training; null means unless a checkpoint was loaded.", {}});
+        v.field("save_async", save_async,
+                {"Write checkpoints on a background thread; null means yes.", {}});
+        v.field("remove", remove, {"Which older checkpoints to delete.", {}});
+        v.field("max_checkpoints", max_checkpoints,
+                {"Permanent checkpoints kept; null keeps all.", Bounds::at_least(1)});
+        v.field("fixed_steps", fixed_steps,
+                {"Extra steps that always get a permanent checkpoint.", Bounds::at_least(1)});
+    }
+};
+
+struct SpeedMonitorConfig {
+    bool enabled = true;
+    std::optional<double> device_peak_flops;
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled, {"Record throughput/* metrics (tokens/s, FLOP/s, MFU).", {}});
+        v.field("device_peak_flops", device_peak_flops,
+                {"Peak FLOP/s of one device for MFU; null measures a matrix product at start.",
+                 Bounds::positive()});
+    }
+};
+
+struct MemoryMonitorConfig {
+    bool enabled = true;
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled,
+                {"Record process memory (CPU RSS, or gpu_memory/* on CUDA).", {}});
+    }
+};
+
+struct ConfigSaverConfig {
+    bool enabled = true;
+    std::string fname = "config.json";
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled, {"Write the resolved config into every checkpoint.", {}});
+        v.field("fname", fname, {"File name of the config inside a checkpoint.", {}});
+    }
+};
+
+struct MetricSaverConfig {
+    bool enabled = true;
+    bool jsonl = true;
+    bool csv = true;
+    bool tensorboard = true;
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled, {"Write metric files into the run folder.", {}});
+        v.field("jsonl", jsonl, {"Write metrics.jsonl (one object per step).", {}});
+        v.field("csv", csv, {"Write metrics.csv.", {}});
+        v.field("tensorboard", tensorboard, {"Write a TensorBoard event file.", {}});
+    }
+};
+
+struct LMEvaluatorConfig {
+    bool enabled = false;
+    std::string name = "validation";
+    int64_t eval_interval = 100;
+    bool eval_on_startup = false;
+    bool eval_on_finish = true;
+    std::optional<int64_t> eval_batches = 8;
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled, {"Evaluate held-out loss and perplexity.", {}});
+        v.field("name", name, {"Label in the metric names eval/lm/<name>/...", {}});
+        v.field("eval_interval", eval_interval,
+                {"Steps between evaluations.", Bounds::at_least(1)});
+        v.field("eval_on_startup", eval_on_startup, {"Evaluate before the first step.", {}});
+        v.field("eval_on_finish", eval_on_finish, {"Evaluate after the last step.", {}});
+        v.field("eval_batches", eval_batches,
+                {"Batches per evaluation; null means the whole split.", Bounds::at_least(1)});
+    }
+};
+
+struct ProfilerConfig {
+    bool enabled = false;
+    int64_t skip_first = 0;
+    int64_t wait = 1;
+    int64_t warmup = 5;
+    int64_t active = 3;
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled,
+                {"Write a Chrome trace of a window of steps to the run folder.", {}});
+        v.field("skip_first", skip_first,
+                {"Steps ignored before the schedule starts.", Bounds::at_least(0)});
+        v.field("wait", wait, {"Steps waited before warming up.", Bounds::at_least(0)});
+        v.field("warmup", warmup, {"Steps traced but discarded.", Bounds::at_least(0)});
+        v.field("active", active, {"Steps recorded in the trace.", Bounds::at_least(1)});
+    }
+};
+
+struct StabilityMonitorConfig {
+    bool enabled = true;
+    int64_t window_size = 128;
+    double threshold_std = 6.0;
+    StabilityAction non_finite_grads = StabilityAction::skip;
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled, {"Watch for loss spikes and non-finite gradients.", {}});
+        v.field("window_size", window_size,
+                {"Steps in the rolling window for spike detection.", Bounds::at_least(2)});
+        v.field("threshold_std", threshold_std,
+                {"A spike is above mean + this many std.", Bounds::positive()});
+        v.field("non_finite_grads", non_finite_grads,
+                {"On a NaN/Inf gradient: warn, skip the optimizer step, or stop the run.", {}});
+    }
+};
+
+/// The built-in callbacks, by name. Each can be switched off with enabled=false.
+struct CallbacksConfig {
+    ConsoleLoggerConfig console_logger;
+    CheckpointerConfig checkpointer;
+    SpeedMonitorConfig speed_monitor;
+    MemoryMonitorConfig memory_monitor;
+    ConfigSaverConfig config_saver;
+    MetricSaverConfig metric_saver;
+    LMEvaluatorConfig lm_evaluator;
+    ProfilerConfig profiler;
+    StabilityMonitorConfig stability_monitor;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("console_logger", console_logger, {"Progress and metrics on the console."});
+        v.field("checkpointer", checkpointer, {"Periodic, final and on-demand checkpoints."});
+        v.field("speed_monitor", speed_monitor, {"Throughput and MFU."});
+        v.field("memory_monitor", memory_monitor, {"Memory use."});
+        v.field("config_saver", config_saver, {"Config saved into checkpoints."});
+        v.field("metric_saver", metric_saver, {"metrics.jsonl, metrics.csv, TensorBoard."});
+        v.field("lm_evaluator", lm_evaluator, {"Held-out loss and perplexity."});
+        v.field("profiler", profiler, {"Chrome trace of a window of steps."});
+        v.field("stability_monitor", stability_monitor, {"Loss spikes and non-finite gradients."});
+    }
+};
+
+/// OLMo-core's TrainerConfig.
+struct TrainerConfig {
+    std::string save_folder;
+    std::optional<std::string> work_dir;
+    std::optional<std::string> load_path;
+    LoadStrategy load_strategy = LoadStrategy::if_available;
+    std::optional<bool> load_optim_state;
+    std::optional<bool> load_trainer_state;
+    bool save_overwrite = false;
+    Duration max_duration = Duration::epochs(1);
+    std::optional<Duration> hard_stop;
+    int64_t cancel_check_interval = 25;
+    int64_t metrics_collect_interval = 5;
+    CallbacksConfig callbacks;
+    std::optional<bool> async_bookkeeping;
+    int64_t bookkeeping_soft_timeout = 30;
+    bool no_checkpoints = false;
+    bool no_evals = false;
+    std::vector<StepSkipRange> steps_to_skip;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("save_folder", save_folder,
+                {"Run folder: checkpoints, metrics and logs. Empty means <runs dir>/<run_name>.",
+                 {},
+                 "path"});
+        v.field("work_dir", work_dir,
+                {"Folder for temporary files; null means save_folder.", {}, "path"});
+        v.field("load_path", load_path,
+                {"Checkpoint (or folder of checkpoints) to start from when save_folder has none.",
+                 {},
+                 "path"});
+        v.field("load_strategy", load_strategy,
+                {"if_available: resume when a checkpoint exists; always: fail without one; never: "
+                 "start fresh.",
+                 {}});
+        v.field("load_optim_state", load_optim_state,
+                {"Load the optimizer state; null means when present.", {}});
+        v.field("load_trainer_state", load_trainer_state,
+                {"Load step, data position and RNG; null means when present.", {}});
+        v.field("save_overwrite", save_overwrite,
+                {"Overwrite existing checkpoints of the same step.", {}});
+        v.field("max_duration", max_duration,
+                {"Length of training; also the end of the LR schedule.", {}});
+        v.field("hard_stop", hard_stop,
+                {"Stop early without changing the LR schedule; null disables.", {}});
+        v.field("cancel_check_interval", cancel_check_interval,
+                {"Steps between cross-rank checks for a cancel request.", Bounds::at_least(1)});
+        v.field("metrics_collect_interval", metrics_collect_interval,
+                {"Steps between metric flushes (reduction and logging).", Bounds::at_least(1)});
+        v.field("callbacks", callbacks, {"Built-in callbacks."});
+        v.field("async_bookkeeping", async_bookkeeping,
+                {"Reduce metrics on a background thread; null means yes with a CPU backend.", {}});
+        v.field("bookkeeping_soft_timeout", bookkeeping_soft_timeout,
+                {"Seconds after which a slow bookkeeping operation is warned about.",
+                 Bounds::at_least(1)});
+        v.field("no_checkpoints", no_checkpoints, {"Neither load nor save checkpoints.", {}});
+        v.field("no_evals", no_evals, {"Disable evaluator callbacks.", {}});
+        v.field("steps_to_skip", steps_to_skip,
+                {"Step ranges whose batches are consumed but not trained on.", {}});
+    }
+};
+
+struct LaunchConfig {
+    int64_t nproc = 1;
+    std::string backend = "cpu:gloo,cuda:nccl";
+    DeviceKind device = DeviceKind::auto_;
+    std::optional<int64_t> num_threads;
+    LogFilterType log_filter_type = LogFilterType::rank0_only;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("nproc", nproc,
+                {"Ranks on this node (one per GPU, or CPU processes).", Bounds::between(1, 1024)});
+        v.field("backend", backend, {"c10d backends per device type.", {}});
+        v.field("device", device, {"auto picks CUDA when available, else CPU.", {}});
+        v.field("num_threads", num_threads,
+                {"CPU threads per rank; null means the cores divided by the local ranks.",
+                 Bounds::at_least(1)});
+        v.field("log_filter_type", log_filter_type, {"Which ranks log below warning level.", {}});
+    }
+};
+
+struct ExperimentConfig {
+    std::string run_name = "tiny";
+    int64_t seed = 0;
+    ModelConfig model;
+    DatasetConfig dataset;
+    DataLoaderConfig data_loader;
+    TrainModuleConfig train_module;
+    TrainerConfig trainer;
+    LaunchConfig launch;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("run_name", run_name, {"Name of the run; also names its folder.", {}});
+        v.field("seed", seed, {"Seed of the torch RNG on every rank.", Bounds::at_least(0)});
+        v.field("model", model, {"The transformer."});
+        v.field("dataset", dataset, {"Training data."});
+        v.field("data_loader", data_loader, {"Batching, shuffling and prefetching."});
+        v.field("train_module", train_module,
+                {"Optimisation: micro-batches, optimizer, schedule, parallelism."});
+        v.field("trainer", trainer, {"The training loop, checkpoints and callbacks."});
+        v.field("launch", launch, {"Processes and devices."});
+    }
+};
+
+}  // namespace lathe::config

@@ -1,0 +1,421 @@
+// lathe_config: round trips, overrides, durations, schema and the table of bad configs.
+#include "config/io.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+using namespace lathe::config;
+
+namespace {
+
+std::string write_file(const QTemporaryDir& dir, const std::string& name, const std::string& text) {
+    std::string path = dir.filePath(QString::fromStdString(name)).toStdString();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::string issues_text(const std::vector<Issue>& issues) {
+    std::string s;
+    for (const auto& i : issues) s += i.to_string() + "\n";
+    return s;
+}
+
+// Walks every property of a schema object, calling f(path, property).
+void walk_schema(const Json& s, const std::string& path,
+                 const std::function<void(const std::string&, const Json&)>& f) {
+    if (!s.contains("properties")) return;
+    for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
+        std::string p = path.empty() ? it.key() : path + "." + it.key();
+        f(p, it.value());
+        walk_schema(it.value(), p, f);
+    }
+}
+
+}  // namespace
+
+class TestConfig : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void presetsLoadAndValidate_data() {
+        QTest::addColumn<QString>("name");
+        for (const auto& n : preset_names()) QTest::newRow(n.c_str()) << QString::fromStdString(n);
+    }
+    void presetsLoadAndValidate() {
+        QFETCH(QString, name);
+        auto l = load(name.toStdString());
+        QVERIFY2(l.ok(), issues_text(l.issues).c_str());
+        QCOMPARE(QString::fromStdString(l.config.run_name), name);
+    }
+
+    void expectedPresetsExist() {
+        for (const char* n : {"tiny", "olmo2_1M", "olmo2_14M", "olmo2_30M", "olmo2_60M",
+                              "olmo2_190M", "olmo2_1B", "olmo2_7B"}) {
+            QVERIFY2(preset_text(n).has_value(), n);
+        }
+    }
+
+    // file -> config -> file is identical, in JSON and in YAML.
+    void roundTripIsIdentical_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<QString>("ext");
+        for (const auto& n : preset_names()) {
+            QTest::newRow((n + " json").c_str()) << QString::fromStdString(n) << "json";
+            QTest::newRow((n + " yaml").c_str()) << QString::fromStdString(n) << "yaml";
+        }
+    }
+    void roundTripIsIdentical() {
+        QFETCH(QString, preset);
+        QFETCH(QString, ext);
+        QTemporaryDir dir;
+        Format fmt = ext == "yaml" ? Format::yaml : Format::json;
+        auto first = load(preset.toStdString());
+        QVERIFY(first.ok());
+        std::string text = dump_document(to_json(first.config), fmt);
+        std::string path = write_file(dir, "config." + ext.toStdString(), text);
+        auto second = load(path);
+        QVERIFY2(second.ok(), issues_text(second.issues).c_str());
+        QCOMPARE(QString::fromStdString(dump_document(to_json(second.config), fmt)),
+                 QString::fromStdString(text));
+        QCOMPARE(to_json(second.config), to_json(first.config));
+        QCOMPARE(QString::fromStdString(read_file(path)), QString::fromStdString(text));
+    }
+
+    void nonDefaultValuesSurviveRoundTrip() {
+        ExperimentConfig c;
+        c.trainer.hard_stop = Duration::tokens(5000000);
+        c.trainer.steps_to_skip = {{3, 5}, {10, 12}};
+        c.trainer.callbacks.checkpointer.fixed_steps = {7, 9};
+        c.model.n_kv_heads = 2;
+        c.train_module.z_loss_multiplier = 1e-5;
+        c.train_module.max_grad_norm.reset();
+        c.launch.device = DeviceKind::cpu;
+        c.dataset.paths = {"a.txt", "b.txt"};
+        for (Format fmt : {Format::json, Format::yaml}) {
+            std::vector<Issue> issues;
+            Json doc = parse_document(dump_document(to_json(c), fmt), fmt, "mem", issues);
+            QVERIFY(issues.empty());
+            ExperimentConfig back = from_json(doc, issues);
+            QVERIFY2(issues.empty(), issues_text(issues).c_str());
+            QCOMPARE(to_json(back), to_json(c));
+            QVERIFY(back.trainer.hard_stop == Duration::tokens(5000000));
+            QCOMPARE(back.train_module.max_grad_norm.has_value(), false);
+            QCOMPARE(back.launch.device, DeviceKind::cpu);
+        }
+    }
+
+    void overrides_data() {
+        QTest::addColumn<QString>("arg");
+        QTest::addColumn<QString>("pointer");
+        QTest::addColumn<QString>("expected");  // JSON of the value at the pointer after loading
+        QTest::newRow("int") << "model.d_model=128"
+                             << "/model/d_model"
+                             << "128";
+        QTest::newRow("float") << "train_module.optim.lr=1e-4"
+                               << "/train_module/optim/lr"
+                               << "0.0001";
+        QTest::newRow("olmo form") << "--train_module.optim.lr=0.5"
+                                   << "/train_module/optim/lr"
+                                   << "0.5";
+        QTest::newRow("bare flag") << "--trainer.no_checkpoints"
+                                   << "/trainer/no_checkpoints"
+                                   << "true";
+        QTest::newRow("bool") << "trainer.save_overwrite=true"
+                              << "/trainer/save_overwrite"
+                              << "true";
+        QTest::newRow("null") << "train_module.max_grad_norm=null"
+                              << "/train_module/max_grad_norm"
+                              << "null";
+        QTest::newRow("enum") << "trainer.load_strategy=never"
+                              << "/trainer/load_strategy"
+                              << "\"never\"";
+        QTest::newRow("duration shorthand") << "trainer.max_duration=20steps"
+                                            << "/trainer/max_duration"
+                                            << R"({"value":20,"unit":"steps"})";
+        QTest::newRow("duration flow map") << "trainer.hard_stop={value: 100, unit: steps}"
+                                           << "/trainer/hard_stop"
+                                           << R"({"value":100,"unit":"steps"})";
+        QTest::newRow("list") << "trainer.callbacks.checkpointer.fixed_steps=[5, 10]"
+                              << "/trainer/callbacks/checkpointer/fixed_steps"
+                              << "[5,10]";
+        QTest::newRow("string") << "run_name=my-run"
+                                << "/run_name"
+                                << "\"my-run\"";
+        QTest::newRow("quoted number stays string") << "run_name='42'"
+                                                    << "/run_name"
+                                                    << "\"42\"";
+    }
+    void overrides() {
+        QFETCH(QString, arg);
+        QFETCH(QString, pointer);
+        QFETCH(QString, expected);
+        auto l = load("tiny", {arg.toStdString()});
+        QVERIFY2(l.ok(), issues_text(l.issues).c_str());
+        Json got = to_json(l.config).at(Json::json_pointer(pointer.toStdString()));
+        QCOMPARE(QString::fromStdString(got.dump()), expected);
+    }
+
+    void overridesApplyAfterTheFile() {
+        QTemporaryDir dir;
+        auto path = write_file(dir, "c.yaml", "model:\n  d_model: 32\nseed: 3\n");
+        auto l = load(path, {"model.d_model=96", "model.n_heads=6"});
+        QVERIFY2(l.ok(), issues_text(l.issues).c_str());
+        QCOMPARE(l.config.model.d_model, int64_t(96));
+        QCOMPARE(l.config.seed, int64_t(3));
+    }
+
+    void badOverrides() {
+        auto l = load("tiny", {"seed.x=1"});
+        QVERIFY(!l.ok());
+        QCOMPARE(QString::fromStdString(l.issues[0].to_string()),
+                 QString("seed: must be an integer (got an object {\"x\":1})"));
+        l = load("tiny", {"run_name=a", "run_name.x=1"});
+        QVERIFY(!l.ok());
+        QCOMPARE(QString::fromStdString(l.issues[0].to_string()),
+                 QString("run_name: cannot set run_name.x: run_name is not an object"));
+        l = load("tiny", {"model.d_modl=5"});
+        QVERIFY(!l.ok());
+        QCOMPARE(QString::fromStdString(l.issues[0].to_string()),
+                 QString("model.d_modl: unknown key (did you mean \"d_model\"?)"));
+        l = load("tiny", {"a..b=1"});
+        QVERIFY(!l.ok());
+    }
+
+    void durations_data() {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<bool>("valid");
+        QTest::addColumn<qint64>("value");
+        QTest::addColumn<QString>("unit");
+        QTest::newRow("steps") << "100steps" << true << qint64(100) << "steps";
+        QTest::newRow("singular") << "1step" << true << qint64(1) << "steps";
+        QTest::newRow("epochs") << "2epochs" << true << qint64(2) << "epochs";
+        QTest::newRow("exponent tokens") << "5e6tokens" << true << qint64(5000000) << "tokens";
+        QTest::newRow("spaces") << " 30 steps " << true << qint64(30) << "steps";
+        QTest::newRow("1e3epochs") << "1e3epochs" << true << qint64(1000) << "epochs";
+        QTest::newRow("fraction") << "1.5steps" << false << qint64(0) << "";
+        QTest::newRow("zero") << "0steps" << false << qint64(0) << "";
+        QTest::newRow("no unit") << "100" << false << qint64(0) << "";
+        QTest::newRow("bad unit") << "100minutes" << false << qint64(0) << "";
+        QTest::newRow("no number") << "steps" << false << qint64(0) << "";
+        QTest::newRow("negative") << "-5steps" << false << qint64(0) << "";
+    }
+    void durations() {
+        QFETCH(QString, text);
+        QFETCH(bool, valid);
+        QFETCH(qint64, value);
+        QFETCH(QString, unit);
+        auto d = parse_duration(text.toStdString());
+        QCOMPARE(d.has_value(), valid);
+        if (valid) {
+            QCOMPARE(qint64(d->value), value);
+            QCOMPARE(QString::fromStdString(enum_to_string(d->unit)), unit);
+        }
+    }
+
+    void durationDue() {
+        QVERIFY(!Duration::steps(10).due(9, 0, 1));
+        QVERIFY(Duration::steps(10).due(10, 0, 1));
+        QVERIFY(!Duration::tokens(100).due(0, 99, 1));
+        QVERIFY(Duration::tokens(100).due(0, 100, 1));
+        QVERIFY(!Duration::epochs(1).due(0, 0, 1));
+        QVERIFY(Duration::epochs(1).due(0, 0, 2));
+    }
+
+    void schemaDescribesEveryField() {
+        Json s = json_schema();
+        QCOMPARE(QString::fromStdString(s["$schema"].get<std::string>()),
+                 QString("https://json-schema.org/draft/2020-12/schema"));
+        int leaves = 0;
+        walk_schema(s, "", [&](const std::string& path, const Json& prop) {
+            QVERIFY2(
+                prop.contains("description") && !prop["description"].get<std::string>().empty(),
+                path.c_str());
+            bool is_object = prop.contains("properties");
+            if (!is_object) {
+                ++leaves;
+                QVERIFY2(prop.contains("default"), path.c_str());
+                QVERIFY2(prop.contains("type") || prop.contains("anyOf"), path.c_str());
+            }
+            if (prop.contains("enum")) QVERIFY2(prop["enum"].size() >= 2, path.c_str());
+        });
+        QVERIFY(leaves > 80);
+        // Bounds and enums are carried over from the field definitions.
+        const Json& lr = s["properties"]["train_module"]["properties"]["optim"]["properties"]["lr"];
+        QCOMPARE(lr["exclusiveMinimum"].get<double>(), 0.0);
+        const Json& ls = s["properties"]["trainer"]["properties"]["load_strategy"];
+        QCOMPARE(ls["enum"], Json::array({"if_available", "always", "never"}));
+        QCOMPARE(ls["default"], Json("if_available"));
+    }
+
+    void schemaDefaultsMatchConfigDefaults() {
+        Json s = json_schema();
+        Json d = to_json(ExperimentConfig{});
+        walk_schema(s, "", [&](const std::string& path, const Json& prop) {
+            if (!prop.contains("default")) return;
+            std::string ptr = "/" + path;
+            for (auto& ch : ptr)
+                if (ch == '.') ch = '/';
+            QVERIFY2(d.at(Json::json_pointer(ptr)) == prop["default"], path.c_str());
+        });
+    }
+
+    // The table of bad configs: each row is a file and the exact line(s) validation must print.
+    void badConfigs_data() {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("unknown key")
+            << "a.json"
+            << R"({"trainer": {"max_duraton": "10steps"}})"
+            << R"(trainer.max_duraton: unknown key (did you mean "max_duration"?))";
+        QTest::newRow("unknown section") << "a.json"
+                                         << R"({"modle": {}})"
+                                         << R"(modle: unknown key (did you mean "model"?))";
+        QTest::newRow("wrong type") << "a.json"
+                                    << R"({"model": {"d_model": "wide"}})"
+                                    << R"(model.d_model: must be an integer (got a string "wide"))";
+        QTest::newRow("wrong bool")
+            << "a.json"
+            << R"({"trainer": {"save_overwrite": "yes"}})"
+            << R"(trainer.save_overwrite: must be a boolean (true or false) (got a string "yes"))";
+        QTest::newRow("fractional int") << "a.json"
+                                        << R"({"seed": 1.5})"
+                                        << "seed: must be an integer (got 1.5)";
+        QTest::newRow("out of range") << "a.json"
+                                      << R"({"train_module": {"optim": {"lr": -1}}})"
+                                      << "train_module.optim.lr: must be > 0 (got -1)";
+        QTest::newRow("above max") << "a.json"
+                                   << R"({"train_module": {"optim": {"beta2": 1.5}}})"
+                                   << "train_module.optim.beta2: must be <= 1 (got 1.5)";
+        QTest::newRow("bad enum")
+            << "a.json"
+            << R"({"trainer": {"load_strategy": "sometimes"}})"
+            << R"(trainer.load_strategy: invalid value "sometimes" (valid: if_available, always, never))";
+        QTest::newRow("bad duration")
+            << "a.json"
+            << R"({"trainer": {"max_duration": "ten steps"}})"
+            << R"(trainer.max_duration: invalid duration "ten steps" (expected e.g. "100steps", "2epochs", "5e6tokens" or {"value": 100, "unit": "steps"}))";
+        QTest::newRow("bad duration unit")
+            << "a.json"
+            << R"({"trainer": {"max_duration": {"value": 5, "unit": "hours"}}})"
+            << R"(trainer.max_duration.unit: invalid value "hours" (valid: steps, epochs, tokens))";
+        QTest::newRow("global batch")
+            << "a.json"
+            << R"({"data_loader": {"global_batch_size": 3072}, "train_module": {"rank_microbatch_size": 2048}})"
+            << "data_loader.global_batch_size: must be divisible by "
+               "train_module.rank_microbatch_size x launch.nproc (2048 x 1 = 2048), got 3072";
+        QTest::newRow("global batch ranks")
+            << "a.json"
+            << R"({"launch": {"nproc": 3}})"
+            << "data_loader.global_batch_size: must be divisible by "
+               "train_module.rank_microbatch_size x launch.nproc (1024 x 3 = 3072), got 2048";
+        QTest::newRow("micro batch") << "a.json"
+                                     << R"({"train_module": {"rank_microbatch_size": 1000}})"
+                                     << "train_module.rank_microbatch_size: must be a multiple of "
+                                        "dataset.sequence_length (64), got 1000";
+        QTest::newRow("heads") << "a.json"
+                               << R"({"model": {"d_model": 64, "n_heads": 5}})"
+                               << "model.n_heads: d_model (64) must be divisible by n_heads (5)";
+        QTest::newRow("ephemeral interval")
+            << "a.json"
+            << R"({"trainer": {"callbacks": {"checkpointer": {"save_interval": 10, "ephemeral_save_interval": 20}}}})"
+            << "trainer.callbacks.checkpointer.ephemeral_save_interval: must be smaller than "
+               "save_interval (10)";
+        QTest::newRow("missing data")
+            << "a.json"
+            << R"({"dataset": {"source": "text", "paths": ["/nonexistent/corpus.txt"]}})"
+            << "dataset.paths[0]: no such file or folder: /nonexistent/corpus.txt";
+        QTest::newRow("list element")
+            << "a.json"
+            << R"({"trainer": {"steps_to_skip": [{"start": 0, "stop": 3}]}})"
+            << "trainer.steps_to_skip[0].start: must be >= 1 (got 0)";
+        QTest::newRow("malformed json")
+            << "bad.json"
+            << "{\n  \"seed\": 1,,\n}"
+            << "@bad.json:2:13: malformed JSON: syntax error while parsing object key - unexpected "
+               "','; expected string literal";
+        QTest::newRow("malformed yaml")
+            << "bad.yaml"
+            << "model:\n  d_model: [64, 2\nseed: 1\n"
+            << "@bad.yaml:3:5: malformed YAML: end of sequence flow not found";
+        QTest::newRow("not an object") << "a.json"
+                                       << "[1, 2]"
+                                       << "@a.json: the config must be an object at the top level";
+    }
+    void badConfigs() {
+        QFETCH(QString, file);
+        QFETCH(QString, text);
+        QFETCH(QString, expected);
+        QTemporaryDir dir;
+        std::string path = write_file(dir, file.toStdString(), text.toStdString());
+        if (expected.startsWith('@'))
+            expected = QString::fromStdString(path) + expected.mid(1 + file.size());
+        auto l = load(path);
+        QVERIFY(!l.ok());
+        QCOMPARE(QString::fromStdString(l.issues.front().to_string()), expected);
+
+        // The CLI prints the same line and exits 2.
+        QProcess p;
+        p.start(qEnvironmentVariable("LATHE_BIN_DIR") + "/lathe-engine",
+                {"validate", QString::fromStdString(path)});
+        QVERIFY(p.waitForFinished(30000));
+        QCOMPARE(p.exitCode(), 2);
+        QString out = QString::fromUtf8(p.readAllStandardOutput());
+        QVERIFY2(out.split('\n').contains(expected), qPrintable(out));
+    }
+
+    void everyProblemIsReported() {
+        QTemporaryDir dir;
+        auto path = write_file(
+            dir, "c.json",
+            R"({"seed": "x", "model": {"d_model": 0, "foo": 1}, "launch": {"device": "tpu"}})");
+        auto l = load(path);
+        QCOMPARE(int(l.issues.size()), 4);
+    }
+
+    void unreadableFile() {
+        auto l = load("does/not/exist.json");
+        QVERIFY(!l.ok());
+        QCOMPARE(QString::fromStdString(l.issues[0].to_string()),
+                 QString("does/not/exist.json: cannot read: No such file or directory"));
+        l = load("nosuchpreset");
+        QVERIFY(QString::fromStdString(l.issues[0].to_string())
+                    .startsWith("nosuchpreset: no such config file or preset"));
+    }
+
+    void validConfigExitsZero() {
+        QProcess p;
+        p.start(qEnvironmentVariable("LATHE_BIN_DIR") + "/lathe-engine",
+                {"validate", "tiny", "seed=7"});
+        QVERIFY(p.waitForFinished(30000));
+        QCOMPARE(p.exitCode(), 0);
+    }
+
+    void hiddenSizeRule() {
+        ModelConfig m;
+        m.d_model = 128;
+        QCOMPARE(m.hidden_size(), int64_t(512));
+        m.d_model = 4096;
+        QCOMPARE(m.hidden_size(), int64_t(11008));
+        m.d_model = 768;
+        QCOMPARE(m.hidden_size(), int64_t(2048));
+        m.d_model = 12;
+        m.hidden_size_multiplier = 1.0;
+        QCOMPARE(m.hidden_size(), int64_t(256));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestConfig)
+#include "test_config.moc"
