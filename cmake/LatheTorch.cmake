@@ -79,11 +79,10 @@ if(LATHE_TORCH_CUDA)
   list(APPEND _defs LATHE_WITH_CUDA USE_C10D_NCCL USE_CUDA)
   # CUDA runtime and NCCL headers from the wheel's nvidia packages, else from a CUDA toolkit.
   get_filename_component(_site ${_torch_root} DIRECTORY)
-  foreach(pkg cuda_runtime nccl cublas cuda_nvrtc)
-    if(EXISTS ${_site}/nvidia/${pkg}/include)
-      list(APPEND _incs ${_site}/nvidia/${pkg}/include)
-    endif()
-  endforeach()
+  # Every nvidia/* package's headers (runtime, NCCL, cuBLAS, cuSOLVER, ...) ahead of any system
+  # CUDA headers, which may belong to another CUDA version.
+  file(GLOB _nv_incs ${_site}/nvidia/*/include)
+  list(APPEND _incs ${_nv_incs})
   if(NOT EXISTS ${_site}/nvidia/cuda_runtime/include/cuda_runtime_api.h)
     find_package(CUDAToolkit QUIET)
     if(CUDAToolkit_FOUND)
@@ -98,7 +97,11 @@ set_target_properties(Lathe::Torch PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${_incs}"
   INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${_incs};${LATHE_GLOO_INCLUDE}"
   INTERFACE_COMPILE_DEFINITIONS "${_defs}"
-  INTERFACE_LINK_LIBRARIES "${_libs};Threads::Threads")
+  INTERFACE_LINK_LIBRARIES "-Wl,--no-as-needed;${_libs};-Wl,--as-needed;Threads::Threads"
+  # The wheel's libtorch*.so export parts of a newer libstdc++ (std::filesystem among them) that
+  # crash when our code binds to them. Putting libstdc++ first among the needed libraries makes
+  # every std:: symbol resolve to the system's copy.
+  INTERFACE_LINK_OPTIONS "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
 message(STATUS "LibTorch: ${_torch_root} (CUDA: ${LATHE_TORCH_CUDA}, CXX11 ABI: ${_abi})")
 
 # The Python of the setup script's virtual environment (when LibTorch came from there): the tests

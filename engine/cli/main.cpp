@@ -11,6 +11,9 @@ const char* kUsage = R"(usage: lathe-engine COMMAND [ARGS]
 
 Commands:
   train [CONFIG] [a.b=value ...]     train (CONFIG is a JSON/YAML file or a preset; default: tiny)
+  launch --nproc N [CONFIG] [...]    run N ranks on this node (like torchrun); see docs/multi-node.md
+  bench [CONFIG] [--steps N]         time N training steps; prints one JSON line
+  inspect PATH                       describe a checkpoint, or the checkpoints of a run folder
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
@@ -39,6 +42,10 @@ int main(int argc, char** argv) {
         {"validate", cmd_validate},
         {"config", cmd_config},
         {"presets", cmd_presets},
+        {"train", cmd_train},
+        {"bench", cmd_bench},
+        {"inspect", cmd_inspect},
+        {"launch", cmd_launch},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

@@ -281,9 +281,10 @@ struct ConsoleLoggerConfig {
     bool enabled = true;
     int64_t log_interval = 1;
     std::optional<int64_t> metrics_log_interval;
-    std::vector<std::string> metrics = {"train/CE loss",         "train/PPL", "train/Z loss",
-                                        "optim/total grad norm", "optim/LR*", "throughput/*",
-                                        "checkpoint/*",          "eval/*"};
+    std::vector<std::string> metrics = {"train/CE loss",         "train/Z loss",
+                                        "optim/total grad norm", "optim/LR (group 0)",
+                                        "throughput/device/TPS", "throughput/device/MFU",
+                                        "eval/lm/*/CE loss",     "spike/SpikeScore"};
     template <class V>
     void visit(V& v) {
         v.field("enabled", enabled, {"Print progress and metrics to the console.", {}});

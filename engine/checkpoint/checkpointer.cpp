@@ -1,0 +1,281 @@
+#include "checkpoint/checkpointer.h"
+
+#include "checkpoint/tensor_file.h"
+#include "config/io.h"
+#include "train/train_module.h"
+#include "util/error.h"
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+
+namespace lathe::checkpoint {
+
+namespace fs = std::filesystem;
+
+bool LocalStorage::do_exists(const std::string& path) const {
+    std::error_code ec;
+    return fs::exists(path, ec);
+}
+void LocalStorage::do_make_dirs(const std::string& path) {
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    if (ec) throw Error(path + ": cannot create folder: " + ec.message());
+}
+void LocalStorage::do_remove_all(const std::string& path) {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    if (ec) throw Error(path + ": cannot remove: " + ec.message());
+}
+void LocalStorage::do_rename(const std::string& from, const std::string& to) {
+    std::error_code ec;
+    fs::rename(from, to, ec);
+    if (ec) throw Error("cannot rename " + from + " to " + to + ": " + ec.message());
+}
+std::vector<std::string> LocalStorage::do_list(const std::string& dir) const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        out.push_back(it->path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+uint64_t LocalStorage::do_size(const std::string& path) const {
+    uint64_t total = 0;
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec)) return fs::file_size(path, ec);
+    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+        if (it->is_regular_file(ec)) total += it->file_size(ec);
+    }
+    return total;
+}
+
+Checkpointer::Checkpointer(dist::Environment& env, bool save_overwrite, std::unique_ptr<Storage> storage)
+    : env_(env), save_overwrite_(save_overwrite),
+      storage_(storage ? std::move(storage) : std::make_unique<LocalStorage>()) {}
+
+Checkpointer::~Checkpointer() {
+    if (writer_.joinable()) writer_.join();
+}
+
+void Checkpointer::save(const std::string& dir, train::TransformerTrainModule& tm, const nlohmann::json& trainer_state,
+                        bool ephemeral, bool async, std::function<void(double)> on_done) {
+    wait();  // one save at a time, in the same order on every rank
+    if (storage_->exists(dir + "/.metadata.json") && !save_overwrite_) {
+        throw Error(dir + ": checkpoint already exists (set trainer.save_overwrite=true to replace it)");
+    }
+    Staged s;
+    s.dir = dir;
+    s.ephemeral = ephemeral;
+    s.trainer_state = trainer_state.dump();
+    if (env_.rank() == 0) {
+        // Copy off the training path: the training thread may change the originals right away.
+        for (auto& [name, t] : tm.state_tensors()) s.tensors.emplace_back(name, t.detach().to(torch::kCPU, false, true));
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    if (!async) {
+        write(s);
+        if (on_done) on_done(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        return;
+    }
+    writer_done_ = false;
+    writer_error_ = nullptr;
+    writer_ = std::thread([this, s = std::move(s), on_done, t0] {
+        try {
+            write(s);
+            if (on_done) on_done(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        } catch (...) {
+            writer_error_ = std::current_exception();
+        }
+        writer_done_ = true;
+    });
+}
+
+void Checkpointer::write(const Staged& s) {
+    const std::string tmp = s.dir + "-tmp";
+    const auto& group = env_.checkpoint_group();
+    try {
+        if (env_.rank() == 0) {
+            if (storage_->exists(tmp)) storage_->remove_all(tmp);
+            storage_->make_dirs(tmp + "/train");
+            storage_->make_dirs(tmp + "/model_and_optim");
+        }
+        group.barrier();
+        write_file_atomic(tmp + "/train/rank" + std::to_string(env_.rank()) + ".json", s.trainer_state);
+        if (env_.rank() == 0) write_tensor_file(tmp + "/model_and_optim/rank0.lathe", s.tensors);
+        group.barrier();
+        if (env_.rank() == 0) {
+            if (storage_->exists(s.dir)) {
+                // save_overwrite: invalidate the old one first, then replace it.
+                std::error_code ec;
+                fs::remove(s.dir + "/.metadata.json", ec);
+                storage_->remove_all(s.dir);
+            }
+            storage_->rename(tmp, s.dir);
+            nlohmann::json meta = {{"ephemeral", s.ephemeral},
+                                   {"version", config::version()},
+                                   {"world_size", env_.world_size()},
+                                   {"format", "lathe-checkpoint-v1"}};
+            write_file_atomic(s.dir + "/.metadata.json", meta.dump(2) + "\n");
+        }
+        group.barrier();
+    } catch (const std::exception& e) {
+        // Leave no partial checkpoint behind; earlier checkpoints are never touched.
+        if (env_.rank() == 0) {
+            std::error_code ec;
+            fs::remove_all(tmp, ec);
+        }
+        throw Error("saving checkpoint " + s.dir + " failed", e);
+    }
+}
+
+void Checkpointer::wait() {
+    if (writer_.joinable()) writer_.join();
+    if (writer_error_) {
+        auto e = writer_error_;
+        writer_error_ = nullptr;
+        std::rethrow_exception(e);
+    }
+}
+
+bool Checkpointer::poll() {
+    if (!writer_.joinable()) return true;
+    if (!writer_done_) return false;
+    wait();
+    return true;
+}
+
+bool Checkpointer::dir_is_checkpoint(const std::string& dir) {
+    std::error_code ec;
+    return fs::exists(dir + "/.metadata.json", ec) && fs::exists(dir + "/train/rank0.json", ec) &&
+           fs::exists(dir + "/model_and_optim/rank0.lathe", ec);
+}
+
+std::vector<CheckpointInfo> Checkpointer::find_checkpoints(const std::string& dir) {
+    static const std::regex re(R"(^step(\d+)(-tmp)?$)");
+    std::vector<CheckpointInfo> out;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        std::smatch m;
+        std::string name = it->path().filename().string();
+        if (!it->is_directory(ec) || !std::regex_match(name, m, re)) continue;
+        CheckpointInfo c;
+        c.step = std::stoll(m[1]);
+        c.path = it->path().string();
+        c.complete = !m[2].matched && dir_is_checkpoint(c.path);
+        if (c.complete) {
+            try {
+                auto meta = nlohmann::json::parse(read_text_file(c.path + "/.metadata.json"));
+                c.ephemeral = meta.value("ephemeral", false);
+            } catch (const std::exception&) {
+                c.complete = false;
+            }
+        }
+        out.push_back(c);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+    return out;
+}
+
+std::vector<CheckpointInfo> Checkpointer::complete_checkpoints(const std::string& dir) {
+    auto all = find_checkpoints(dir);
+    std::vector<CheckpointInfo> out;
+    for (auto& c : all) {
+        if (c.complete) out.push_back(c);
+    }
+    return out;
+}
+
+std::vector<std::string> Checkpointer::clean_partial(const std::string& dir) {
+    std::vector<std::string> removed;
+    if (env_.rank() != 0) return removed;
+    for (const auto& c : find_checkpoints(dir)) {
+        if (c.complete) continue;
+        storage_->remove_all(c.path);
+        removed.push_back(c.path);
+    }
+    return removed;
+}
+
+void Checkpointer::remove(const std::string& dir) {
+    if (env_.rank() != 0) return;
+    std::error_code ec;
+    fs::remove(dir + "/.metadata.json", ec);
+    storage_->remove_all(dir);
+}
+
+nlohmann::json Checkpointer::load(const std::string& dir, train::TransformerTrainModule& tm, bool load_trainer_state,
+                                  bool load_optim_state) {
+    if (!dir_is_checkpoint(dir)) throw Error(dir + ": not a complete checkpoint (no .metadata.json)");
+    nlohmann::json trainer_state;
+    if (load_trainer_state) {
+        std::string own = dir + "/train/rank" + std::to_string(env_.rank()) + ".json";
+        std::string path = fs::exists(own) ? own : dir + "/train/rank0.json";
+        try {
+            trainer_state = nlohmann::json::parse(read_text_file(path));
+        } catch (const nlohmann::json::exception& e) {
+            throw Error(path + ": corrupted trainer state: " + e.what());
+        }
+    }
+    auto tensors = read_tensor_file(dir + "/model_and_optim/rank0.lathe");
+    try {
+        tm.load_state_tensors(tensors, load_optim_state);
+    } catch (const std::exception& e) {
+        throw Error(dir + "/model_and_optim/rank0.lathe", e);
+    }
+    return trainer_state;
+}
+
+nlohmann::json inspect_checkpoint(const std::string& dir) {
+    nlohmann::json out;
+    out["path"] = dir;
+    out["complete"] = Checkpointer::dir_is_checkpoint(dir);
+    std::error_code ec;
+    if (fs::exists(dir + "/.metadata.json", ec)) {
+        try {
+            out["metadata"] = nlohmann::json::parse(read_text_file(dir + "/.metadata.json"));
+        } catch (const std::exception& e) {
+            out["metadata_error"] = e.what();
+        }
+    }
+    if (fs::exists(dir + "/train/rank0.json", ec)) {
+        try {
+            auto s = nlohmann::json::parse(read_text_file(dir + "/train/rank0.json"));
+            for (const char* k : {"global_step", "global_train_tokens_seen", "epoch", "world_size"}) {
+                if (s.contains(k)) out[k] = s[k];
+            }
+        } catch (const std::exception& e) {
+            out["trainer_state_error"] = e.what();
+        }
+    }
+    if (fs::exists(dir + "/config.json", ec)) {
+        try {
+            auto c = nlohmann::json::parse(read_text_file(dir + "/config.json"));
+            const auto& m = c.at("model");
+            out["config"] = {{"run_name", c.value("run_name", "")},
+                             {"model", std::to_string(m.value("d_model", 0)) + "d x " +
+                                           std::to_string(m.value("n_layers", 0)) + " layers, vocab " +
+                                           std::to_string(m.value("vocab_size", 0))},
+                             {"sequence_length", c.at("dataset").value("sequence_length", 0)},
+                             {"global_batch_size", c.at("data_loader").value("global_batch_size", 0)}};
+        } catch (const std::exception& e) {
+            out["config_error"] = e.what();
+        }
+    }
+    nlohmann::json files = nlohmann::json::array();
+    uint64_t total = 0;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+        if (!it->is_regular_file(ec)) continue;
+        uint64_t sz = it->file_size(ec);
+        total += sz;
+        files.push_back({{"file", fs::relative(it->path(), dir).string()}, {"bytes", sz}});
+    }
+    out["files"] = files;
+    out["total_bytes"] = total;
+    return out;
+}
+
+}  // namespace lathe::checkpoint

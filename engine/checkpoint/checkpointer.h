@@ -1,0 +1,90 @@
+// Checkpointer: OLMo-core's layout and semantics with Lathe's own files.
+//
+//   save_folder/step{N}/            written as step{N}-tmp/ and renamed when complete
+//     train/rank{K}.json            per-rank trainer state (step, tokens, epoch, data loader, RNG, callbacks)
+//     model_and_optim/rank0.lathe   model and optimizer tensors (tensor_file.h; rank 0 under DDP)
+//     config.json                   the resolved config (config_saver)
+//     .metadata.json                written last: a checkpoint counts only once it exists
+//
+// Saves can be asynchronous: the state is copied on the training thread, then written by a
+// background thread; an error there surfaces at the next check with the file named.
+#pragma once
+
+#include "checkpoint/storage.h"
+#include "distributed/env.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace lathe::train {
+class TransformerTrainModule;
+}
+
+namespace lathe::checkpoint {
+
+struct CheckpointInfo {
+    int64_t step = 0;
+    std::string path;
+    bool complete = false;
+    bool ephemeral = false;
+};
+
+class Checkpointer {
+public:
+    Checkpointer(dist::Environment& env, bool save_overwrite, std::unique_ptr<Storage> storage = nullptr);
+    ~Checkpointer();
+
+    /// Saves to `dir`. With async, returns once the state is copied; `on_done(seconds)` runs on the
+    /// background thread after the checkpoint is complete.
+    void save(const std::string& dir, train::TransformerTrainModule& tm, const nlohmann::json& trainer_state,
+              bool ephemeral, bool async, std::function<void(double)> on_done = {});
+    /// Waits for an async save; rethrows its error.
+    void wait();
+    /// Rethrows the error of a finished async save; true when none is pending.
+    bool poll();
+    bool pending() const { return writer_.joinable(); }
+
+    /// Loads `dir`. Returns the trainer state (null when not loaded). Reads every file before
+    /// changing anything, so a failed load leaves the model as it was.
+    nlohmann::json load(const std::string& dir, train::TransformerTrainModule& tm, bool load_trainer_state,
+                        bool load_optim_state);
+
+    static bool dir_is_checkpoint(const std::string& dir);
+    /// Every step{N} folder of `dir`, complete or not (and step{N}-tmp leftovers), by step.
+    static std::vector<CheckpointInfo> find_checkpoints(const std::string& dir);
+    /// Complete checkpoints only, newest last.
+    static std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir);
+    /// Removes step*-tmp folders and step folders without .metadata.json (rank 0).
+    std::vector<std::string> clean_partial(const std::string& dir);
+    /// Deletes a checkpoint: metadata first, so it stops counting before its files go.
+    void remove(const std::string& dir);
+    Storage& storage() { return *storage_; }
+
+private:
+    struct Staged {
+        std::vector<std::pair<std::string, torch::Tensor>> tensors;
+        std::string trainer_state;
+        std::string dir;
+        bool ephemeral = false;
+    };
+    void write(const Staged& s);
+
+    dist::Environment& env_;
+    bool save_overwrite_;
+    std::unique_ptr<Storage> storage_;
+    std::thread writer_;
+    std::atomic<bool> writer_done_{false};
+    std::exception_ptr writer_error_;
+};
+
+/// Summary of a checkpoint folder for `lathe-engine inspect`.
+nlohmann::json inspect_checkpoint(const std::string& dir);
+
+}  // namespace lathe::checkpoint

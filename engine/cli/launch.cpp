@@ -1,0 +1,300 @@
+// The local launcher, like torchrun: spawns one `lathe-engine train` worker per rank with
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, prefixes their
+// output with the rank, forwards SIGINT/SIGTERM, and when one rank fails terminates the others.
+#include "cli/cli.h"
+#include "config/io.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace lathe::cli {
+
+namespace {
+
+volatile sig_atomic_t g_forward_signal = 0;
+extern "C" void launcher_on_signal(int sig) { g_forward_signal = sig; }
+
+struct Child {
+    int rank = 0;
+    pid_t pid = -1;
+    int fd = -1;
+    std::string partial;
+    bool exited = false;
+    int status = 0;
+};
+
+int free_port() {
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        ::close(s);
+        return 29500;
+    }
+    int port = ntohs(a.sin_port);
+    ::close(s);
+    return port;
+}
+
+bool port_in_use(int port) {
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    bool busy = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno == EADDRINUSE;
+    ::close(s);
+    return busy;
+}
+
+std::string describe_status(int status) {
+    if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    return "status " + std::to_string(status);
+}
+
+void emit_lines(Child& c, const char* data, ssize_t n, bool flush) {
+    c.partial.append(data, static_cast<std::size_t>(n));
+    std::size_t pos;
+    while ((pos = c.partial.find('\n')) != std::string::npos) {
+        std::cout << "[rank " << c.rank << "] " << c.partial.substr(0, pos + 1);
+        c.partial.erase(0, pos + 1);
+    }
+    if (flush && !c.partial.empty()) {
+        std::cout << "[rank " << c.rank << "] " << c.partial << "\n";
+        c.partial.clear();
+    }
+    std::cout.flush();
+}
+
+struct LaunchOptions {
+    int nproc = 1, nnodes = 1, node_rank = 0, master_port = 0;
+    std::string master_addr = "127.0.0.1";
+    std::vector<std::string> worker_args;  // after "train"
+};
+
+int run_launcher(const LaunchOptions& o) {
+    const int world = o.nproc * o.nnodes;
+    int port = o.master_port;
+    if (port == 0) {
+        if (o.nnodes > 1) {
+            std::cerr << "lathe-engine launch: --master-port is required with --nnodes > 1\n";
+            return kExitUsage;
+        }
+        port = free_port();
+    } else if (o.node_rank == 0 && port_in_use(port)) {
+        std::cerr << "lathe-engine launch: master port " << port << " is already in use; choose another --master-port "
+                  << "or leave it out to pick a free one\n";
+        return kExitFailure;
+    }
+    char self[4096];
+    ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        std::cerr << "lathe-engine launch: cannot find its own executable\n";
+        return kExitFailure;
+    }
+    self[len] = '\0';
+
+    struct sigaction sa {};
+    sa.sa_handler = launcher_on_signal;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old_int {}, old_term {};
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
+    std::vector<Child> children(static_cast<std::size_t>(o.nproc));
+    for (int local = 0; local < o.nproc; ++local) {
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) {
+            std::perror("pipe");
+            return kExitFailure;
+        }
+        const int rank = o.node_rank * o.nproc + local;
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
+            ::dup2(fds[1], STDOUT_FILENO);
+            ::dup2(fds[1], STDERR_FILENO);
+            ::setenv("RANK", std::to_string(rank).c_str(), 1);
+            ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+            ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+            ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+            ::setenv("NUM_NODES", std::to_string(o.nnodes).c_str(), 1);
+            ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+            ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+            ::setenv("LATHE_LAUNCHED", "1", 1);
+            std::vector<std::string> argv_s = {self, "train"};
+            argv_s.insert(argv_s.end(), o.worker_args.begin(), o.worker_args.end());
+            argv_s.push_back("launch.nproc=" + std::to_string(o.nproc));
+            std::vector<char*> argv;
+            for (auto& a : argv_s) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execv(self, argv.data());
+            std::perror("execv");
+            ::_exit(127);
+        }
+        ::close(fds[1]);
+        children[static_cast<std::size_t>(local)] = Child{rank, pid, fds[0], "", false, 0};
+    }
+
+    int failed_rank = -1;
+    int failed_status = 0;
+    auto deadline = std::chrono::steady_clock::time_point::max();
+    bool killed = false;
+    auto alive = [&] {
+        for (auto& c : children) {
+            if (!c.exited || c.fd >= 0) return true;
+        }
+        return false;
+    };
+    while (alive()) {
+        if (g_forward_signal) {
+            int sig = g_forward_signal;
+            g_forward_signal = 0;
+            for (auto& c : children) {
+                if (!c.exited) ::kill(c.pid, sig);
+            }
+        }
+        std::vector<pollfd> pfds;
+        std::vector<Child*> owners;
+        for (auto& c : children) {
+            if (c.fd >= 0) {
+                pfds.push_back({c.fd, POLLIN, 0});
+                owners.push_back(&c);
+            }
+        }
+        if (!pfds.empty()) ::poll(pfds.data(), pfds.size(), 200);
+        else ::usleep(100000);
+        for (std::size_t i = 0; i < pfds.size(); ++i) {
+            if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            char buf[65536];
+            ssize_t n = ::read(pfds[i].fd, buf, sizeof buf);
+            if (n > 0) {
+                emit_lines(*owners[i], buf, n, false);
+            } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+                emit_lines(*owners[i], "", 0, true);
+                ::close(owners[i]->fd);
+                owners[i]->fd = -1;
+            }
+        }
+        for (auto& c : children) {
+            if (c.exited) continue;
+            int st = 0;
+            pid_t r = ::waitpid(c.pid, &st, WNOHANG);
+            if (r != c.pid) continue;
+            c.exited = true;
+            c.status = st;
+            bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+            if (!ok && failed_rank < 0) {
+                failed_rank = c.rank;
+                failed_status = st;
+                std::cerr << "lathe-engine launch: rank " << c.rank << " failed (" << describe_status(st)
+                          << "); terminating the other ranks\n";
+                for (auto& other : children) {
+                    if (!other.exited) ::kill(other.pid, SIGTERM);
+                }
+                deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            }
+        }
+        if (!killed && std::chrono::steady_clock::now() > deadline) {
+            for (auto& c : children) {
+                if (!c.exited) ::kill(c.pid, SIGKILL);
+            }
+            killed = true;
+        }
+    }
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    if (failed_rank >= 0) {
+        std::cerr << "lathe-engine launch: job failed: rank " << failed_rank << " " << describe_status(failed_status)
+                  << "\n";
+        if (WIFEXITED(failed_status) && WEXITSTATUS(failed_status) == kExitInterrupted) return kExitInterrupted;
+        return kExitFailure;
+    }
+    return kExitOk;
+}
+
+}  // namespace
+
+int cmd_launch(const Args& args) {
+    LaunchOptions o;
+    std::vector<std::string> rest;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        auto take = [&](const std::string& name, auto& out) -> bool {
+            std::string a = args[i];
+            std::string value;
+            if (a == name) {
+                if (i + 1 >= args.size()) throw std::invalid_argument(name + " needs a value");
+                value = args[++i];
+            } else if (a.rfind(name + "=", 0) == 0) {
+                value = a.substr(name.size() + 1);
+            } else {
+                return false;
+            }
+            if constexpr (std::is_same_v<std::decay_t<decltype(out)>, std::string>) {
+                out = value;
+            } else {
+                std::size_t pos = 0;
+                out = std::stoi(value, &pos);
+                if (pos != value.size()) throw std::invalid_argument(name + " must be an integer");
+            }
+            return true;
+        };
+        try {
+            if (take("--nproc", o.nproc) || take("--nproc-per-node", o.nproc) || take("--nnodes", o.nnodes) ||
+                take("--node-rank", o.node_rank) || take("--master-addr", o.master_addr) ||
+                take("--master-port", o.master_port)) {
+                continue;
+            }
+        } catch (const std::exception& e) {
+            std::cerr << "lathe-engine launch: " << e.what() << "\n";
+            return kExitUsage;
+        }
+        rest.push_back(args[i]);
+    }
+    if (o.nproc < 1 || o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes) {
+        std::cerr << "lathe-engine launch: need --nproc >= 1 and 0 <= --node-rank < --nnodes\n";
+        return kExitUsage;
+    }
+    // Validate once here, with the world size the job will have, before spawning anything.
+    auto p = parse_args(rest, {"--control-socket", "--runs-dir"});
+    auto overrides = p.overrides;
+    overrides.push_back("launch.nproc=" + std::to_string(o.nproc * o.nnodes));
+    auto loaded = config::load(p.spec, overrides);
+    if (!p.errors.empty() || !loaded.ok()) {
+        for (const auto& e : p.errors) std::cerr << "lathe-engine launch: " << e << "\n";
+        for (const auto& i : loaded.issues) std::cerr << "  " << i.to_string() << "\n";
+        return kExitUsage;
+    }
+    o.worker_args = rest;
+    return run_launcher(o);
+}
+
+int launch_from_train(const config::ExperimentConfig& cfg, const Args& args) {
+    LaunchOptions o;
+    o.nproc = static_cast<int>(cfg.launch.nproc);
+    o.worker_args = args;
+    return run_launcher(o);
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,32 @@
+// Running a training job in this process (a worker rank): shared by `train`, `worker` and `bench`.
+#pragma once
+
+#include "config/config.h"
+
+#include <functional>
+#include <string>
+
+namespace lathe::train {
+class Trainer;
+}
+
+namespace lathe::cli {
+
+struct RunOptions {
+    std::string control_socket;  ///< GUI control channel; empty without a GUI
+    std::string runs_dir;        ///< overrides the default runs folder
+    bool bench = false;          ///< no files, no callbacks: measure only
+    /// Called after the trainer is assembled, before fit() (bench adds its callback here).
+    std::function<void(train::Trainer&)> customize;
+};
+
+/// The runs folder: --runs-dir, else $LATHE_RUNS_DIR, else $XDG_DATA_HOME/lathe/runs, else
+/// ~/.local/share/lathe/runs.
+std::string default_runs_dir();
+/// trainer.save_folder, or <runs dir>/<run_name> when it is empty.
+std::string resolve_save_folder(const config::ExperimentConfig& cfg, const std::string& runs_dir);
+
+/// Trains in this process as one rank of the job. Returns an exit code (see cli.h).
+int run_worker(config::ExperimentConfig cfg, const RunOptions& opts);
+
+}  // namespace lathe::cli

@@ -1,0 +1,204 @@
+#include "data/dataset.h"
+
+#include "data/builtin_corpus.h"
+#include "util/error.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+namespace lathe::data {
+
+namespace fs = std::filesystem;
+
+std::string fnv1a_hex(const std::string& text) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : text) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    }
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+}
+
+std::shared_ptr<TokenArray> TokenArray::owned(std::vector<uint8_t> bytes, std::string name) {
+    std::shared_ptr<TokenArray> a(new TokenArray());
+    a->owned_ = std::move(bytes);
+    a->data_ = a->owned_.data();
+    a->size_ = static_cast<int64_t>(a->owned_.size());
+    a->element_size_ = 1;
+    a->name_ = std::move(name);
+    return a;
+}
+
+std::shared_ptr<TokenArray> TokenArray::map_file(const std::string& path, int element_size) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        int e = errno;
+        ::close(fd);
+        throw Error(path + ": cannot stat: " + std::strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": not a regular file");
+    }
+    if (st.st_size == 0) {
+        ::close(fd);
+        throw Error(path + ": file is empty");
+    }
+    if (st.st_size % element_size != 0) {
+        ::close(fd);
+        throw Error(path + ": size " + std::to_string(st.st_size) + " bytes is not a multiple of the token size (" +
+                    std::to_string(element_size) + " bytes); is dataset.token_dtype right?");
+    }
+    void* m = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    ::close(fd);
+    if (m == MAP_FAILED) throw Error(path + ": cannot read (mmap): " + std::strerror(e));
+    ::madvise(m, static_cast<std::size_t>(st.st_size), MADV_RANDOM);
+    std::shared_ptr<TokenArray> a(new TokenArray());
+    a->map_ = m;
+    a->map_size_ = static_cast<std::size_t>(st.st_size);
+    a->data_ = static_cast<const uint8_t*>(m);
+    a->element_size_ = element_size;
+    a->size_ = static_cast<int64_t>(st.st_size / element_size);
+    a->name_ = path;
+    return a;
+}
+
+TokenArray::~TokenArray() {
+    if (map_) ::munmap(map_, map_size_);
+}
+
+void TokenArray::read(int64_t offset, int64_t n, int64_t* out) const {
+    const uint8_t* p = data_ + offset * element_size_;
+    switch (element_size_) {
+        case 1:
+            for (int64_t i = 0; i < n; ++i) out[i] = p[i];
+            break;
+        case 2:
+            for (int64_t i = 0; i < n; ++i) {
+                uint16_t v;
+                std::memcpy(&v, p + 2 * i, 2);
+                out[i] = v;
+            }
+            break;
+        default:
+            for (int64_t i = 0; i < n; ++i) {
+                uint32_t v;
+                std::memcpy(&v, p + 4 * i, 4);
+                out[i] = v;
+            }
+    }
+}
+
+namespace {
+
+std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
+    std::vector<std::string> files;
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        const auto& p = paths[i];
+        std::error_code ec;
+        auto st = fs::status(p, ec);
+        if (ec || !fs::exists(st)) throw Error("dataset.paths[" + std::to_string(i) + "]: " + p + ": no such file or folder");
+        if (fs::is_directory(st)) {
+            std::vector<std::string> found;
+            for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+                 !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+                if (it->is_regular_file() && it->path().filename().string()[0] != '.') found.push_back(it->path().string());
+            }
+            if (ec) throw Error(p + ": cannot list folder: " + ec.message());
+            if (found.empty()) throw Error(p + ": folder holds no files");
+            std::sort(found.begin(), found.end());
+            files.insert(files.end(), found.begin(), found.end());
+        } else {
+            files.push_back(p);
+        }
+    }
+    return files;
+}
+
+}  // namespace
+
+std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& cfg, int64_t vocab_size) {
+    auto ds = std::make_shared<TokenDataset>();
+    ds->seq_len_ = cfg.sequence_length;
+    ds->vocab_size_ = vocab_size;
+    std::ostringstream fp;
+    fp << "lathe-fsl-v1;source=" << config::enum_to_string(cfg.source) << ";seq=" << cfg.sequence_length;
+    if (cfg.source == config::DataSource::builtin) {
+        auto bytes = generate_builtin_corpus(cfg.builtin_tokens, static_cast<uint64_t>(cfg.builtin_seed));
+        ds->files_.push_back(TokenArray::owned(std::move(bytes), "builtin"));
+        fp << ";builtin_tokens=" << cfg.builtin_tokens << ";builtin_seed=" << cfg.builtin_seed;
+        ds->description_ = "built-in corpus (" + std::to_string(cfg.builtin_tokens) + " tokens, seed " +
+                           std::to_string(cfg.builtin_seed) + ")";
+    } else {
+        int element = cfg.source == config::DataSource::text ? 1 : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
+        auto files = expand_paths(cfg.paths);
+        for (const auto& f : files) {
+            auto a = TokenArray::map_file(f, element);
+            if (a->size() < cfg.sequence_length) {
+                throw Error(f + ": too short: " + std::to_string(a->size()) + " tokens, fewer than one instance of " +
+                            std::to_string(cfg.sequence_length) + " (dataset.sequence_length)");
+            }
+            fp << ";file=" << fs::path(f).filename().string() << ",bytes=" << a->byte_size();
+            ds->files_.push_back(std::move(a));
+        }
+        ds->description_ = std::to_string(files.size()) + " " + config::enum_to_string(cfg.source) + " file(s)";
+        if (cfg.source == config::DataSource::numpy) fp << ";dtype=" << config::enum_to_string(cfg.token_dtype);
+    }
+    for (int32_t f = 0; f < static_cast<int32_t>(ds->files_.size()); ++f) {
+        int64_t n = ds->files_[static_cast<std::size_t>(f)]->size() / ds->seq_len_;
+        for (int64_t i = 0; i < n; ++i) ds->starts_.emplace_back(f, i * ds->seq_len_);
+        ds->total_tokens_ += ds->files_[static_cast<std::size_t>(f)]->size();
+    }
+    ds->fingerprint_ = fnv1a_hex(fp.str());
+    return ds;
+}
+
+void TokenDataset::instance(int64_t i, int64_t* out) const {
+    const auto& [f, off] = starts_.at(static_cast<std::size_t>(i));
+    const auto& file = files_[static_cast<std::size_t>(f)];
+    file->read(off, seq_len_, out);
+    for (int64_t k = 0; k < seq_len_; ++k) {
+        if (out[k] >= vocab_size_) {
+            throw Error(file->name() + ": token " + std::to_string(out[k]) + " at position " + std::to_string(off + k) +
+                        " is outside the vocabulary (model.vocab_size = " + std::to_string(vocab_size_) + ")");
+        }
+    }
+}
+
+std::shared_ptr<TokenDataset> TokenDataset::slice(int64_t begin, int64_t end, const std::string& label) const {
+    auto ds = std::make_shared<TokenDataset>(*this);
+    ds->starts_.assign(starts_.begin() + begin, starts_.begin() + end);
+    ds->fingerprint_ = fnv1a_hex(fingerprint_ + ";" + label + "=" + std::to_string(begin) + ":" + std::to_string(end));
+    ds->description_ = description_ + ", " + label + " split";
+    return ds;
+}
+
+DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size) {
+    auto full = TokenDataset::build(cfg, vocab_size);
+    const int64_t n = full->num_instances();
+    int64_t n_val = 0;
+    if (cfg.validation_fraction > 0) n_val = std::max<int64_t>(1, static_cast<int64_t>(n * cfg.validation_fraction));
+    if (n - n_val < 1) {
+        throw Error("dataset: " + std::to_string(n) + " instances of " + std::to_string(cfg.sequence_length) +
+                    " tokens leave none for training after the validation split");
+    }
+    DataSplit s;
+    s.train = n_val > 0 ? full->slice(0, n - n_val, "train") : full;
+    if (n_val > 0) s.validation = full->slice(n - n_val, n, "validation");
+    return s;
+}
+
+}  // namespace lathe::data

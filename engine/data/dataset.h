@@ -1,0 +1,83 @@
+// Fixed-sequence-length token datasets (OLMo-core's NumpyFSLDataset idea): every source is a list
+// of token files; file f contributes floor(tokens_f / sequence_length) instances, which never cross
+// files. Sources: the built-in corpus, UTF-8 text files or folders (bytes as tokens), and raw
+// little-endian uint16/uint32 token files.
+#pragma once
+
+#include "config/config.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lathe::data {
+
+/// One read-only array of tokens: memory-mapped from a file, or owned.
+class TokenArray {
+public:
+    static std::shared_ptr<TokenArray> owned(std::vector<uint8_t> bytes, std::string name);
+    static std::shared_ptr<TokenArray> map_file(const std::string& path, int element_size);
+    ~TokenArray();
+    TokenArray(const TokenArray&) = delete;
+    TokenArray& operator=(const TokenArray&) = delete;
+
+    int64_t size() const { return size_; }
+    int element_size() const { return element_size_; }
+    const std::string& name() const { return name_; }
+    uint64_t byte_size() const { return static_cast<uint64_t>(size_) * static_cast<uint64_t>(element_size_); }
+    /// Copies tokens [offset, offset + n) into out, widened to int64.
+    void read(int64_t offset, int64_t n, int64_t* out) const;
+
+private:
+    TokenArray() = default;
+    std::vector<uint8_t> owned_;
+    const uint8_t* data_ = nullptr;
+    void* map_ = nullptr;
+    std::size_t map_size_ = 0;
+    int64_t size_ = 0;
+    int element_size_ = 1;
+    std::string name_;
+};
+
+class TokenDataset {
+public:
+    /// Builds the source described by `cfg`. Throws lathe::Error naming the file and the reason
+    /// for a missing, empty, unreadable or too-short file.
+    static std::shared_ptr<TokenDataset> build(const config::DatasetConfig& cfg, int64_t vocab_size);
+
+    int64_t sequence_length() const { return seq_len_; }
+    int64_t num_instances() const { return static_cast<int64_t>(starts_.size()); }
+    /// Writes instance i's sequence_length tokens into out.
+    void instance(int64_t i, int64_t* out) const;
+    /// Identifies the data and how it is cut: source, files (name and size), sequence length.
+    const std::string& fingerprint() const { return fingerprint_; }
+    const std::string& description() const { return description_; }
+    int64_t vocab_size() const { return vocab_size_; }
+    int64_t total_tokens() const { return total_tokens_; }
+
+    /// The first `n` instances (train) or the last (validation) as a view.
+    std::shared_ptr<TokenDataset> slice(int64_t begin, int64_t end, const std::string& label) const;
+
+private:
+    int64_t seq_len_ = 0;
+    int64_t vocab_size_ = 0;
+    int64_t total_tokens_ = 0;
+    std::vector<std::shared_ptr<TokenArray>> files_;
+    std::vector<std::pair<int32_t, int64_t>> starts_;  // (file, token offset) per instance
+    std::string fingerprint_;
+    std::string description_;
+};
+
+/// The train and validation parts of a dataset: the last `validation_fraction` of the instances
+/// are held out (at least one when the fraction is positive).
+struct DataSplit {
+    std::shared_ptr<TokenDataset> train;
+    std::shared_ptr<TokenDataset> validation;  ///< null when validation_fraction is 0
+};
+DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size);
+
+/// 64-bit FNV-1a, hex; used for fingerprints.
+std::string fnv1a_hex(const std::string& text);
+
+}  // namespace lathe::data

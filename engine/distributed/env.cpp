@@ -1,0 +1,273 @@
+#include "distributed/env.h"
+
+#include "util/error.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef LATHE_WITH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <cstdlib>
+#include <thread>
+
+namespace lathe::dist {
+
+namespace {
+
+std::optional<std::string> env(const char* name) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return std::nullopt;
+    return std::string(v);
+}
+
+int env_int(const char* name, const std::string& value) {
+    try {
+        std::size_t pos = 0;
+        int v = std::stoi(value, &pos);
+        if (pos != value.size()) throw std::invalid_argument("trailing characters");
+        return v;
+    } catch (const std::exception&) {
+        throw Error(std::string("environment variable ") + name + "='" + value + "' is not an integer");
+    }
+}
+
+// First host of a Slurm node list such as "node[003-005,9],gpu1" -> "node003".
+std::string first_slurm_host(const std::string& list) {
+    std::string host;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        char c = list[i];
+        if (c == ',') break;
+        if (c == '[') {
+            std::size_t j = i + 1;
+            while (j < list.size() && std::isdigit(static_cast<unsigned char>(list[j]))) host += list[j++];
+            break;
+        }
+        host += c;
+    }
+    return host;
+}
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+    switch (op) {
+        case ReduceOp::max: return c10d::ReduceOp::MAX;
+        case ReduceOp::min: return c10d::ReduceOp::MIN;
+        default: return c10d::ReduceOp::SUM;
+    }
+}
+
+}  // namespace
+
+WorldInfo read_world_info() {
+    WorldInfo w;
+    if (env("RANK") || env("WORLD_SIZE")) {
+        w.source = "torchrun variables";
+        w.rank = env_int("RANK", env("RANK").value_or("0"));
+        w.world_size = env_int("WORLD_SIZE", env("WORLD_SIZE").value_or("1"));
+        w.local_rank = env_int("LOCAL_RANK", env("LOCAL_RANK").value_or(std::to_string(w.rank)));
+        w.local_world_size =
+            env_int("LOCAL_WORLD_SIZE", env("LOCAL_WORLD_SIZE").value_or(std::to_string(w.world_size)));
+        w.master_addr = env("MASTER_ADDR").value_or("127.0.0.1");
+        w.master_port = env_int("MASTER_PORT", env("MASTER_PORT").value_or("29500"));
+    } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+        w.source = "slurm";
+        w.rank = env_int("SLURM_PROCID", *env("SLURM_PROCID"));
+        w.world_size = env_int("SLURM_NTASKS", *env("SLURM_NTASKS"));
+        w.local_rank = env_int("SLURM_LOCALID", env("SLURM_LOCALID").value_or("0"));
+        if (auto n = env("SLURM_NTASKS_PER_NODE")) {
+            w.local_world_size = env_int("SLURM_NTASKS_PER_NODE", n->substr(0, n->find_first_not_of("0123456789")));
+        } else {
+            w.local_world_size = w.world_size;
+        }
+        w.master_addr = env("MASTER_ADDR").value_or(first_slurm_host(env("SLURM_JOB_NODELIST").value_or("127.0.0.1")));
+        w.master_port = env_int("MASTER_PORT", env("MASTER_PORT").value_or("29500"));
+    }
+    if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
+        throw Error("inconsistent launcher environment: RANK=" + std::to_string(w.rank) +
+                    " WORLD_SIZE=" + std::to_string(w.world_size));
+    }
+    if (w.local_rank < 0 || w.local_world_size < 1 || w.local_rank >= w.local_world_size) {
+        throw Error("inconsistent launcher environment: LOCAL_RANK=" + std::to_string(w.local_rank) +
+                    " LOCAL_WORLD_SIZE=" + std::to_string(w.local_world_size));
+    }
+    return w;
+}
+
+bool should_log(const WorldInfo& w, config::LogFilterType filter) {
+    if (auto e = env("LOG_FILTER_TYPE")) {
+        if (auto f = config::enum_from_string<config::LogFilterType>(*e)) filter = *f;
+    }
+    switch (filter) {
+        case config::LogFilterType::all_ranks: return true;
+        case config::LogFilterType::local_rank0_only: return w.local_rank == 0;
+        default: return w.rank == 0;
+    }
+}
+
+Group::Group(c10::intrusive_ptr<c10d::Backend> backend, int rank, int size)
+    : backend_(std::move(backend)), rank_(rank), size_(size) {}
+
+void Group::all_reduce(torch::Tensor& t, ReduceOp op) const {
+    if (!distributed()) return;
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = to_c10d(op);
+    backend_->allreduce(v, o)->wait();
+}
+
+c10::intrusive_ptr<c10d::Work> Group::all_reduce_async(torch::Tensor& t, ReduceOp op) const {
+    if (!distributed()) return {};
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = to_c10d(op);
+    return backend_->allreduce(v, o);
+}
+
+void Group::broadcast(torch::Tensor& t, int root) const {
+    if (!distributed()) return;
+    std::vector<at::Tensor> v{t};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    backend_->broadcast(v, o)->wait();
+}
+
+void Group::all_gather(std::vector<torch::Tensor>& out, torch::Tensor& in) const {
+    if (!distributed()) {
+        out.assign(1, in.clone());
+        return;
+    }
+    if (static_cast<int>(out.size()) != size_) {
+        out.clear();
+        for (int i = 0; i < size_; ++i) out.push_back(torch::empty_like(in));
+    }
+    std::vector<std::vector<at::Tensor>> o{out};
+    std::vector<at::Tensor> i{in};
+    backend_->allgather(o, i)->wait();
+    out = o[0];
+}
+
+void Group::reduce_scatter(torch::Tensor& out, std::vector<torch::Tensor>& in) const {
+    if (!distributed()) {
+        out.copy_(in.at(0));
+        return;
+    }
+    std::vector<at::Tensor> o{out};
+    std::vector<std::vector<at::Tensor>> i{in};
+    backend_->reduce_scatter(o, i)->wait();
+}
+
+void Group::barrier() const {
+    if (!distributed()) return;
+    auto t = torch::zeros({1});
+    all_reduce(t);
+}
+
+std::string Group::broadcast_string(const std::string& s, int root) const {
+    if (!distributed()) return s;
+    auto len = torch::tensor({static_cast<int64_t>(s.size())}, torch::kInt64);
+    broadcast(len, root);
+    auto bytes = torch::zeros({len.item<int64_t>()}, torch::kUInt8);
+    if (rank_ == root && !s.empty()) std::memcpy(bytes.data_ptr<uint8_t>(), s.data(), s.size());
+    if (bytes.numel() > 0) broadcast(bytes, root);
+    return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<std::size_t>(bytes.numel()));
+}
+
+std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions& opts) {
+    std::unique_ptr<Environment> e(new Environment());
+    e->world_ = read_world_info();
+    const auto& w = e->world_;
+
+    bool want_cuda = opts.device == config::DeviceKind::cuda ||
+                     (opts.device == config::DeviceKind::auto_ && torch::cuda::is_available());
+    if (opts.device == config::DeviceKind::cuda && !torch::cuda::is_available()) {
+        throw Error("launch.device is cuda but no CUDA device is available");
+    }
+    if (want_cuda) {
+#ifdef LATHE_WITH_CUDA
+        int count = static_cast<int>(torch::cuda::device_count());
+        if (w.local_rank >= count) {
+            throw Error("LOCAL_RANK " + std::to_string(w.local_rank) + " has no GPU (" + std::to_string(count) +
+                        " visible)");
+        }
+        c10::cuda::set_device(static_cast<c10::DeviceIndex>(w.local_rank));
+        e->device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(w.local_rank));
+#else
+        throw Error("this build of lathe-engine has no CUDA support");
+#endif
+    }
+    // CPU threads: the cores divided by the local ranks, unless configured.
+    int64_t threads = opts.num_threads.value_or(
+        std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / w.local_world_size));
+    torch::set_num_threads(static_cast<int>(threads));
+    if (opts.seed) torch::manual_seed(static_cast<uint64_t>(*opts.seed));
+
+    if (w.world_size > 1) {
+        if (opts.backend.find("gloo") == std::string::npos) {
+            throw Error("launch.backend \"" + opts.backend + "\" has no gloo: Lathe needs Gloo for CPU bookkeeping");
+        }
+        c10d::TCPStoreOptions so;
+        so.port = static_cast<uint16_t>(w.master_port);
+        so.isServer = w.rank == 0;
+        so.numWorkers = w.world_size;
+        so.timeout = opts.timeout;
+        so.waitWorkers = true;
+        try {
+            e->store_ = c10::make_intrusive<c10d::TCPStore>(w.master_addr, so);
+        } catch (const std::exception& ex) {
+            throw Error("rendezvous at " + w.master_addr + ":" + std::to_string(w.master_port) + " failed", ex);
+        }
+        auto make_gloo = [&](const std::string& prefix) {
+            auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, e->store_);
+            auto o = c10d::ProcessGroupGloo::Options::create(opts.timeout);
+            const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
+            if (iface && *iface) {
+                o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+            } else if (w.master_addr == "127.0.0.1" || w.master_addr == "localhost") {
+                o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+            } else {
+                o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+            }
+            o->threads = 2;
+            c10::intrusive_ptr<c10d::Backend> pg =
+                c10::make_intrusive<c10d::ProcessGroupGloo>(store, w.rank, w.world_size, o);
+            return Group(pg, w.rank, w.world_size);
+        };
+        e->cpu_ = make_gloo("cpu/");
+        e->bookkeeping_ = make_gloo("bookkeeping/");
+        e->checkpoint_ = make_gloo("checkpoint/");
+        e->dp_ = e->cpu_;
+#ifdef LATHE_WITH_CUDA
+        if (e->device_.is_cuda()) {
+            if (opts.backend.find("nccl") == std::string::npos) {
+                throw Error("CUDA training needs nccl in launch.backend (got \"" + opts.backend + "\")");
+            }
+            auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/", e->store_);
+            auto o = c10d::ProcessGroupNCCL::Options::create();
+            o->timeout = opts.timeout;
+            c10::intrusive_ptr<c10d::Backend> pg =
+                c10::make_intrusive<c10d::ProcessGroupNCCL>(store, w.rank, w.world_size, o);
+            e->dp_ = Group(pg, w.rank, w.world_size);
+        }
+#endif
+    }
+    return e;
+}
+
+void Environment::teardown() {
+    if (torn_down_) return;
+    torn_down_ = true;
+    // Release the groups before the store, so their destructors can still talk to it.
+    dp_ = Group();
+    cpu_ = Group();
+    bookkeeping_ = Group();
+    checkpoint_ = Group();
+    store_.reset();
+}
+
+Environment::~Environment() { teardown(); }
+
+void teardown_training_environment(Environment& env) { env.teardown(); }
+
+}  // namespace lathe::dist

@@ -1,0 +1,109 @@
+// prepare_training_environment() / teardown_training_environment(), after OLMo-core:
+// reads torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT; Slurm's SLURM_* as a fallback; a one-process world when all are absent), rendezvous
+// through c10d's TCPStore, and creates the process groups: Gloo for CPU tensors, a separate Gloo
+// group for bookkeeping (metrics, cancel checks, commands) and one for checkpoints, and NCCL for
+// CUDA tensors when CUDA is in use.
+#pragma once
+
+#include "config/config.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+namespace lathe::dist {
+
+struct WorldInfo {
+    int rank = 0;
+    int world_size = 1;
+    int local_rank = 0;
+    int local_world_size = 1;
+    std::string master_addr = "127.0.0.1";
+    int master_port = 0;
+    std::string source = "single process";  ///< "torchrun variables", "slurm" or "single process"
+};
+
+/// Reads the launcher's environment. Throws lathe::Error on inconsistent values.
+WorldInfo read_world_info();
+
+enum class ReduceOp { sum, max, min };
+
+/// A process group. Null backends mean a one-process world: every collective is then the identity.
+class Group {
+public:
+    Group() = default;
+    Group(c10::intrusive_ptr<c10d::Backend> backend, int rank, int size);
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    bool distributed() const { return size_ > 1; }
+
+    void all_reduce(torch::Tensor& t, ReduceOp op = ReduceOp::sum) const;
+    void broadcast(torch::Tensor& t, int root = 0) const;
+    void all_gather(std::vector<torch::Tensor>& out, torch::Tensor& in) const;
+    void reduce_scatter(torch::Tensor& out, std::vector<torch::Tensor>& in) const;
+    void barrier() const;
+    /// Starts an all-reduce and returns without waiting (null when not distributed).
+    c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& t, ReduceOp op = ReduceOp::sum) const;
+    /// Broadcasts a string from root (two collectives: length, then bytes).
+    std::string broadcast_string(const std::string& s, int root = 0) const;
+
+private:
+    c10::intrusive_ptr<c10d::Backend> backend_;
+    int rank_ = 0;
+    int size_ = 1;
+};
+
+struct EnvironmentOptions {
+    std::optional<int64_t> seed;
+    std::string backend = "cpu:gloo,cuda:nccl";
+    std::chrono::milliseconds timeout{std::chrono::minutes(15)};
+    config::LogFilterType log_filter_type = config::LogFilterType::rank0_only;
+    config::DeviceKind device = config::DeviceKind::auto_;
+    std::optional<int64_t> num_threads;
+};
+
+/// Everything a rank knows about the job. Created by prepare_training_environment() and passed
+/// by reference; no globals.
+class Environment {
+public:
+    ~Environment();
+    const WorldInfo& world() const { return world_; }
+    int rank() const { return world_.rank; }
+    int world_size() const { return world_.world_size; }
+    bool distributed() const { return world_.world_size > 1; }
+    const torch::Device& device() const { return device_; }
+    /// Default group for the training device's tensors (Gloo on CPU, NCCL on CUDA).
+    const Group& dp_group() const { return dp_; }
+    /// Gloo group serviced only by the bookkeeping thread.
+    const Group& bookkeeping_group() const { return bookkeeping_; }
+    /// Gloo group for checkpoint coordination (CPU tensors, any thread but one at a time).
+    const Group& checkpoint_group() const { return checkpoint_; }
+    /// Gloo group for CPU tensors on the training thread.
+    const Group& cpu_group() const { return cpu_; }
+    bool is_torn_down() const { return torn_down_; }
+    void teardown();
+
+private:
+    friend std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions&);
+    WorldInfo world_;
+    torch::Device device_{torch::kCPU};
+    c10::intrusive_ptr<c10d::Store> store_;
+    Group dp_, cpu_, bookkeeping_, checkpoint_;
+    bool torn_down_ = false;
+};
+
+std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions& opts);
+/// Destroys the process groups (idempotent). Also done by ~Environment.
+void teardown_training_environment(Environment& env);
+
+/// Whether this rank should log below warning level under the filter (LOG_FILTER_TYPE env wins).
+bool should_log(const WorldInfo& w, config::LogFilterType filter);
+
+}  // namespace lathe::dist

@@ -1,0 +1,216 @@
+#include "model/transformer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+namespace lathe::model {
+
+namespace F = torch::nn::functional;
+
+RMSNormImpl::RMSNormImpl(int64_t size, double eps_) : eps(eps_) {
+    weight = register_parameter("weight", torch::ones({size}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+    auto xf = x.to(torch::kFloat32);
+    auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return (normed * weight.to(torch::kFloat32)).to(x.scalar_type());
+}
+
+RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta) : head_dim_(head_dim), theta_(theta) {}
+
+std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::tables(int64_t seq_len, const torch::Device& device) {
+    if (!cos_.defined() || cos_.size(0) < seq_len || cos_.device() != device) {
+        torch::NoGradGuard no_grad;
+        auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+        // Double precision for the angles, then fp32 tables: positions up to 1e5+ stay accurate.
+        auto inv_freq = 1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, torch::kFloat64) /
+                                                      static_cast<double>(head_dim_));
+        auto pos = torch::arange(seq_len, torch::kFloat64);
+        auto freqs = torch::outer(pos, inv_freq);
+        auto emb = torch::cat({freqs, freqs}, -1);
+        cos_ = emb.cos().to(opts);
+        sin_ = emb.sin().to(opts);
+    }
+    return {cos_.narrow(0, 0, seq_len), sin_.narrow(0, 0, seq_len)};
+}
+
+namespace {
+torch::Tensor rotate_half(const torch::Tensor& x) {
+    auto halves = x.chunk(2, -1);
+    return torch::cat({-halves[1], halves[0]}, -1);
+}
+}  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tensor& q, const torch::Tensor& k) {
+    const int64_t T = q.size(1);
+    auto [cos, sin] = tables(T, q.device());
+    cos = cos.view({1, T, 1, head_dim_});
+    sin = sin.view({1, T, 1, head_dim_});
+    auto qf = q.to(torch::kFloat32), kf = k.to(torch::kFloat32);
+    auto q_out = qf * cos + rotate_half(qf) * sin;
+    auto k_out = kf * cos + rotate_half(kf) * sin;
+    return {q_out.to(q.scalar_type()), k_out.to(k.scalar_type())};
+}
+
+AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope_)
+    : n_heads(c.n_heads), n_kv_heads(c.kv_heads()), head_dim(c.resolved_head_dim()), rope(std::move(rope_)) {
+    auto lin = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
+    w_q = register_module("w_q", lin(c.d_model, n_heads * head_dim));
+    w_k = register_module("w_k", lin(c.d_model, n_kv_heads * head_dim));
+    w_v = register_module("w_v", lin(c.d_model, n_kv_heads * head_dim));
+    w_out = register_module("w_out", lin(n_heads * head_dim, c.d_model));
+    if (c.qk_norm) {
+        q_norm = register_module("q_norm", RMSNorm(n_heads * head_dim, c.layer_norm_eps));
+        k_norm = register_module("k_norm", RMSNorm(n_kv_heads * head_dim, c.layer_norm_eps));
+    }
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1);
+    auto q = w_q(x), k = w_k(x), v = w_v(x);
+    if (q_norm) {
+        q = q_norm(q);
+        k = k_norm(k);
+    }
+    q = q.view({B, T, n_heads, head_dim});
+    k = k.view({B, T, n_kv_heads, head_dim});
+    v = v.view({B, T, n_kv_heads, head_dim});
+    std::tie(q, k) = rope->apply(q, k);
+    // SDPA wants (B, H, T, D).
+    q = q.transpose(1, 2);
+    k = k.transpose(1, 2);
+    v = v.transpose(1, 2);
+    auto att = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
+                                                /*scale=*/std::nullopt, /*enable_gqa=*/n_kv_heads != n_heads);
+    att = att.transpose(1, 2).reshape({B, T, n_heads * head_dim});
+    return w_out(att);
+}
+
+FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
+    auto lin = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
+    w1 = register_module("w1", lin(d_model, hidden));
+    w2 = register_module("w2", lin(hidden, d_model));
+    w3 = register_module("w3", lin(d_model, hidden));
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+    return w2(torch::silu(w1(x)) * w3(x));
+}
+
+BlockImpl::BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope) {
+    attention = register_module("attention", Attention(c, std::move(rope)));
+    attention_norm = register_module("attention_norm", RMSNorm(c.d_model, c.layer_norm_eps));
+    feed_forward = register_module("feed_forward", FeedForward(c.d_model, c.hidden_size()));
+    feed_forward_norm = register_module("feed_forward_norm", RMSNorm(c.d_model, c.layer_norm_eps));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+    auto h = x + attention_norm(attention(x));
+    return h + feed_forward_norm(feed_forward(h));
+}
+
+TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
+    rope = std::make_shared<RotaryEmbedding>(c.resolved_head_dim(), c.rope_theta);
+    embeddings = register_module("embeddings", torch::nn::Embedding(c.vocab_size, c.d_model));
+    blocks = register_module("blocks", torch::nn::ModuleList());
+    for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Block(c, rope));
+    lm_head_norm = register_module("lm_head_norm", RMSNorm(c.d_model, c.layer_norm_eps));
+    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+    init_weights();
+    if (c.dtype == config::DType::bfloat16) to(torch::kBFloat16);
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) {
+    auto h = embeddings(input_ids);
+    for (const auto& b : *blocks) h = b->as<Block>()->forward(h);
+    return lm_head(lm_head_norm(h));
+}
+
+LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels,
+                                         double div_factor, std::optional<double> z_loss_multiplier,
+                                         int64_t ignore_index) {
+    auto logits = forward(input_ids).to(torch::kFloat32);
+    auto flat = logits.view({-1, logits.size(-1)});
+    auto flat_labels = labels.reshape({-1});
+    auto ce = F::cross_entropy(flat, flat_labels,
+                               F::CrossEntropyFuncOptions().ignore_index(ignore_index).reduction(torch::kSum));
+    LossOutput out;
+    out.loss = ce / div_factor;
+    out.ce_loss = out.loss.detach();
+    if (z_loss_multiplier) {
+        auto mask = (flat_labels != ignore_index).to(torch::kFloat32);
+        auto z = (*z_loss_multiplier * torch::logsumexp(flat, -1).pow(2) * mask).sum() / div_factor;
+        out.loss = out.loss + z;
+        out.z_loss = z.detach();
+    }
+    return out;
+}
+
+void trunc_normal_(torch::Tensor& t, double std, at::Generator& gen) {
+    // Inverse-CDF sampling, as torch.nn.init.trunc_normal_ does: uniform in [cdf(a), cdf(b)] mapped
+    // back through erfinv, so every draw lies in [-3 std, 3 std].
+    torch::NoGradGuard no_grad;
+    const double a = -3.0, b = 3.0;
+    auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
+    double l = cdf(a), u = cdf(b);
+    auto tmp = torch::empty(t.sizes(), torch::kFloat32);
+    tmp.uniform_(2 * l - 1, 2 * u - 1, gen);
+    tmp.erfinv_();
+    tmp.mul_(std * std::sqrt(2.0));
+    tmp.clamp_(a * std, b * std);
+    t.copy_(tmp);
+}
+
+void TransformerImpl::init_weights() {
+    torch::NoGradGuard no_grad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(cfg.init_seed));
+    const double std = cfg.init_std;
+    trunc_normal_(embeddings->weight, std, gen);
+    for (const auto& m : *blocks) {
+        auto b = m->as<Block>();
+        auto& att = b->attention;
+        trunc_normal_(att->w_q->weight, std, gen);
+        trunc_normal_(att->w_k->weight, std, gen);
+        trunc_normal_(att->w_v->weight, std, gen);
+        trunc_normal_(att->w_out->weight, std, gen);
+        auto& ff = b->feed_forward;
+        trunc_normal_(ff->w1->weight, std, gen);
+        trunc_normal_(ff->w3->weight, std, gen);
+        trunc_normal_(ff->w2->weight, std, gen);
+    }
+    trunc_normal_(lm_head->weight, std, gen);
+    for (auto& p : named_parameters()) {
+        if (p.key().find("norm") != std::string::npos) p.value().fill_(1.0);
+    }
+}
+
+int64_t TransformerImpl::num_params() const {
+    int64_t n = 0;
+    for (const auto& p : parameters()) n += p.numel();
+    return n;
+}
+
+int64_t TransformerImpl::num_non_embedding_params() const {
+    return num_params() - cfg.vocab_size * cfg.d_model;
+}
+
+int64_t TransformerImpl::num_flops_per_token(int64_t seq_len) const {
+    int64_t flops = 0;
+    for (const auto& m : *blocks) {
+        auto b = m->as<Block>();
+        int64_t attn_params = 0, ffn_params = 0;
+        for (const auto& p : b->attention->parameters()) attn_params += p.numel();
+        for (const auto& p : b->feed_forward->parameters()) ffn_params += p.numel();
+        const auto& a = b->attention;
+        flops += 6 * attn_params + 12 * a->n_heads * a->head_dim * seq_len;
+        flops += 6 * ffn_params;
+    }
+    int64_t head_params = 0;
+    for (const auto& p : lm_head->parameters()) head_params += p.numel();
+    for (const auto& p : lm_head_norm->parameters()) head_params += p.numel();
+    return flops + 6 * head_params;
+}
+
+}  // namespace lathe::model

@@ -1,0 +1,105 @@
+// OLMo2-style decoder-only transformer: token embedding, blocks with reordered norm
+// (h = x + norm(attn(x)), out = h + norm(mlp(h))), QK-norm, RoPE, SwiGLU, no biases, final RMSNorm
+// and LM head. Follows OLMo-core's TransformerConfig.llama_like / ReorderedNormTransformerBlock.
+#pragma once
+
+#include "config/config.h"
+
+#include <torch/torch.h>
+
+namespace lathe::model {
+
+/// RMSNorm computed in fp32 and cast back: x * rsqrt(mean(x^2) + eps) * weight.
+struct RMSNormImpl : torch::nn::Module {
+    RMSNormImpl(int64_t size, double eps);
+    torch::Tensor forward(const torch::Tensor& x);
+    torch::Tensor weight;
+    double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+/// Rotary position embedding (NeoX style: rotate halves), tables in fp32.
+class RotaryEmbedding {
+public:
+    RotaryEmbedding(int64_t head_dim, double theta);
+    /// Rotates q and k of shape (B, T, H, D); positions 0..T-1.
+    std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k);
+    /// cos and sin tables of shape (T, D), fp32.
+    std::pair<torch::Tensor, torch::Tensor> tables(int64_t seq_len, const torch::Device& device);
+
+private:
+    int64_t head_dim_;
+    double theta_;
+    torch::Tensor cos_, sin_;  // cached for the longest sequence seen
+};
+
+struct AttentionImpl : torch::nn::Module {
+    AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope);
+    torch::Tensor forward(const torch::Tensor& x);
+    torch::nn::Linear w_q{nullptr}, w_k{nullptr}, w_v{nullptr}, w_out{nullptr};
+    RMSNorm q_norm{nullptr}, k_norm{nullptr};
+    int64_t n_heads, n_kv_heads, head_dim;
+    std::shared_ptr<RotaryEmbedding> rope;
+};
+TORCH_MODULE(Attention);
+
+/// SwiGLU: w2(silu(w1(x)) * w3(x)).
+struct FeedForwardImpl : torch::nn::Module {
+    FeedForwardImpl(int64_t d_model, int64_t hidden);
+    torch::Tensor forward(const torch::Tensor& x);
+    torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+TORCH_MODULE(FeedForward);
+
+struct BlockImpl : torch::nn::Module {
+    BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope);
+    torch::Tensor forward(const torch::Tensor& x);
+    Attention attention{nullptr};
+    RMSNorm attention_norm{nullptr};
+    FeedForward feed_forward{nullptr};
+    RMSNorm feed_forward_norm{nullptr};
+};
+TORCH_MODULE(Block);
+
+/// Losses of one forward pass; `ce_loss` and `z_loss` are sums over non-ignored tokens divided by
+/// the caller's div factor.
+struct LossOutput {
+    torch::Tensor loss;     ///< ce + z, what backward() is called on
+    torch::Tensor ce_loss;  ///< detached
+    torch::Tensor z_loss;   ///< detached; undefined when z-loss is off
+};
+
+struct TransformerImpl : torch::nn::Module {
+    explicit TransformerImpl(const config::ModelConfig& c);
+
+    /// Logits of shape (B, T, vocab).
+    torch::Tensor forward(const torch::Tensor& input_ids);
+
+    /// Forward plus cross-entropy (sum over tokens whose label != ignore_index, divided by
+    /// div_factor) and optional z-loss (multiplier * logsumexp(logits)^2, same reduction).
+    LossOutput forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels, double div_factor,
+                            std::optional<double> z_loss_multiplier, int64_t ignore_index = -100);
+
+    /// Truncated-normal init (std init_std, cut at +-3 std) from init_seed, in OLMo-core's order:
+    /// embeddings; per block w_q, w_k, w_v, w_out, w1, w3, w2; then the LM head. Norm weights = 1.
+    void init_weights();
+
+    int64_t num_params() const;
+    int64_t num_non_embedding_params() const;  ///< all but the embedding table, as OLMo-core counts
+    /// OLMo-core's formula: per block 6*attn params + 12*n_heads*head_dim*seq_len, + 6*FFN params,
+    /// + 6*LM head params; embeddings excluded.
+    int64_t num_flops_per_token(int64_t seq_len) const;
+
+    config::ModelConfig cfg;
+    std::shared_ptr<RotaryEmbedding> rope;
+    torch::nn::Embedding embeddings{nullptr};
+    torch::nn::ModuleList blocks;
+    RMSNorm lm_head_norm{nullptr};
+    torch::nn::Linear lm_head{nullptr};
+};
+TORCH_MODULE(Transformer);
+
+/// Fills `t` in place with a normal(0, std) truncated to [-3 std, 3 std], drawn from `gen`.
+void trunc_normal_(torch::Tensor& t, double std, at::Generator& gen);
+
+}  // namespace lathe::model

@@ -1,0 +1,88 @@
+#include "csv_sink.h"
+
+#include "number_text.h"
+
+#include <cmath>
+
+namespace lathe::sinks {
+
+namespace {
+
+void append_csv_number(std::string& out, double v) {
+    if (std::isnan(v)) {
+        out += "nan";
+    } else if (std::isinf(v)) {
+        out += v > 0 ? "inf" : "-inf";
+    } else {
+        detail::append_double(out, v);
+    }
+}
+
+}  // namespace
+
+void CsvSink::append_field(std::string& out, std::string_view field) {
+    if (field.find_first_of(",\"\r\n") == std::string_view::npos) {
+        out += field;
+        return;
+    }
+    out += '"';
+    for (char c : field) {
+        if (c == '"') out += '"';
+        out += c;
+    }
+    out += '"';
+}
+
+void CsvSink::format_to(const MetricRecord& record, std::string& out) {
+    std::string prefix;
+    detail::append_int(prefix, record.step);
+    prefix += ',';
+    detail::append_int(prefix, record.tokens);
+    prefix += ',';
+    append_csv_number(prefix, record.wall_time);
+    prefix += ',';
+    for (const auto& [name, value] : record.values) {
+        out += prefix;
+        append_field(out, name);
+        out += ',';
+        append_csv_number(out, value);
+        out += '\n';
+    }
+}
+
+std::string CsvSink::format(const MetricRecord& record) {
+    std::string s;
+    format_to(record, s);
+    return s;
+}
+
+CsvSink::CsvSink(std::string path, OpenMode mode) : MetricSink(std::move(path)), mode_(mode) {}
+
+CsvSink::~CsvSink() {
+    close();
+}
+
+void CsvSink::do_open() {
+    file_.open(target(), mode_ == OpenMode::append);
+    if (file_.initial_size() == 0) {
+        file_.write(kHeader);
+    } else if (file_.initial_last_byte() != '\n') {
+        file_.write("\n");  // end a row cut short by a crash
+    }
+}
+
+void CsvSink::do_write(const MetricRecord& record) {
+    rows_.clear();
+    format_to(record, rows_);
+    file_.write(rows_);
+}
+
+void CsvSink::do_flush() {
+    file_.flush();
+}
+
+void CsvSink::do_close() {
+    file_.close();
+}
+
+}  // namespace lathe::sinks

@@ -1,0 +1,41 @@
+// FileWriter: a thin stdio wrapper for the file sinks that throws with errno's reason, so the
+// MetricSink base can report "No space left on device" rather than a bare failure.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace lathe::sinks {
+
+class FileWriter {
+public:
+    FileWriter() = default;
+    ~FileWriter();
+    FileWriter(const FileWriter&) = delete;
+    FileWriter& operator=(const FileWriter&) = delete;
+
+    /// Opens for writing (truncating) or appending. Every method throws std::runtime_error with
+    /// errno's text ("No space left on device") on failure.
+    void open(const std::string& path, bool append);
+    bool is_open() const { return file_ != nullptr; }
+    /// Bytes in the file when it was opened (0 when truncated).
+    long initial_size() const { return initial_size_; }
+    /// The file's last byte when it was opened in append mode ('\n' if empty or truncated).
+    char initial_last_byte() const { return initial_last_byte_; }
+
+    void write(std::string_view bytes);
+    void flush();
+    /// Always releases the handle; throws if the final flush or close failed.
+    void close();
+
+private:
+    std::FILE* file_ = nullptr;
+    long initial_size_ = 0;
+    char initial_last_byte_ = '\n';
+};
+
+/// Throws std::runtime_error(strerror(err)), thread-safely.
+[[noreturn]] void throw_errno(int err);
+
+}  // namespace lathe::sinks

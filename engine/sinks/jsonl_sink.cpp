@@ -1,0 +1,108 @@
+#include "jsonl_sink.h"
+
+#include "number_text.h"
+
+#include <cmath>
+
+namespace lathe::sinks {
+
+void append_json_string(std::string& out, std::string_view s) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    out += '"';
+    for (char ch : s) {
+        auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
+            default:
+                if (c < 0x20) {
+                    out += "\\u00";
+                    out += kHex[c >> 4];
+                    out += kHex[c & 0xF];
+                } else {
+                    out += ch;  // UTF-8 passes through
+                }
+        }
+    }
+    out += '"';
+}
+
+void append_json_number(std::string& out, double v) {
+    if (!std::isfinite(v)) {
+        out += "null";
+        return;
+    }
+    detail::append_double(out, v);
+}
+
+void JsonlSink::format_to(const MetricRecord& record, std::string& out) {
+    out += "{\"step\":";
+    detail::append_int(out, record.step);
+    out += ",\"tokens\":";
+    detail::append_int(out, record.tokens);
+    out += ",\"wall_time\":";
+    append_json_number(out, record.wall_time);
+    out += ",\"values\":{";
+    bool first = true;
+    for (const auto& [name, value] : record.values) {
+        if (!first) out += ',';
+        first = false;
+        append_json_string(out, name);
+        out += ':';
+        append_json_number(out, value);
+    }
+    out += "}}\n";
+}
+
+std::string JsonlSink::format(const MetricRecord& record) {
+    std::string s;
+    format_to(record, s);
+    return s;
+}
+
+JsonlSink::JsonlSink(std::string path, OpenMode mode) : MetricSink(std::move(path)), mode_(mode) {}
+
+JsonlSink::~JsonlSink() {
+    close();
+}
+
+void JsonlSink::do_open() {
+    file_.open(target(), mode_ == OpenMode::append);
+    // A crash mid-line left a fragment: end it so the reader skips it instead of our first line.
+    if (file_.initial_last_byte() != '\n') file_.write("\n");
+}
+
+void JsonlSink::do_write(const MetricRecord& record) {
+    line_.clear();
+    format_to(record, line_);
+    file_.write(line_);
+}
+
+void JsonlSink::do_flush() {
+    file_.flush();
+}
+
+void JsonlSink::do_close() {
+    file_.close();
+}
+
+}  // namespace lathe::sinks

@@ -1,0 +1,137 @@
+// checkpointer: periodic, ephemeral, fixed-step, on-demand and final checkpoints, and retention
+// (OLMo-core's CheckpointerCallback).
+#include "checkpoint/checkpointer.h"
+#include "train/callbacks/builtin.h"
+#include "train/trainer.h"
+#include "util/log.h"
+
+#include <algorithm>
+#include <deque>
+
+namespace lathe::train {
+
+namespace {
+
+class CheckpointerCallback : public Callback {
+public:
+    explicit CheckpointerCallback(const config::CheckpointerConfig& c) : cfg_(c) {}
+    int priority() const override { return 1; }
+
+    void pre_train() override {
+        async_ = cfg_.save_async.value_or(true);
+        auto& t = trainer();
+        if (t.checkpoint_loaded()) latest_saved_ = step();
+        // Leftover checkpoints of an earlier run that this policy would have removed.
+        if (cfg_.remove != config::CheckpointRemovalStrategy::never) {
+            for (const auto& c : checkpoint::Checkpointer::complete_checkpoints(t.save_folder())) {
+                if (c.step == 0 || c.step > step() || is_permanent_step(c.step)) continue;
+                if (cfg_.remove == config::CheckpointRemovalStrategy::all_non_permanent || c.ephemeral) {
+                    ephemeral_.push_back(c.path);
+                }
+            }
+        }
+        for (const auto& c : checkpoint::Checkpointer::complete_checkpoints(t.save_folder())) {
+            if (!c.ephemeral && c.step <= step()) permanent_.push_back(c.path);
+        }
+        if (step() == 0 && cfg_.pre_train_checkpoint.value_or(!t.checkpoint_loaded())) save(false);
+    }
+
+    void post_train_batch() override {
+        auto& t = trainer();
+        t.checkpointer().poll();  // an error of the previous async save surfaces here
+        const int64_t s = step();
+        bool fixed = std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) != cfg_.fixed_steps.end();
+        if (t.checkpoint_requested_this_step()) {
+            log::info("checkpoint requested at step {}", s);
+            save(false);
+        } else if (fixed || (cfg_.save_interval && s % *cfg_.save_interval == 0)) {
+            save(false);
+        } else if (cfg_.ephemeral_save_interval && s % *cfg_.ephemeral_save_interval == 0) {
+            save(true);
+        }
+    }
+
+    void post_train() override {
+        auto& t = trainer();
+        if (step() > latest_saved_ && t.final_checkpoint_wanted()) {
+            // Final checkpoint: synchronous, so it is complete when the process exits.
+            save(false, /*force_sync=*/true);
+        }
+        t.checkpointer().wait();
+    }
+
+    void close() override { remove_scheduled(/*all=*/true); }
+
+private:
+    bool is_permanent_step(int64_t s) const {
+        if (std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) != cfg_.fixed_steps.end()) return true;
+        return cfg_.save_interval && s % *cfg_.save_interval == 0;
+    }
+
+    void save(bool ephemeral, bool force_sync = false) {
+        auto& t = trainer();
+        if (step() == latest_saved_) return;
+        // The previous async save must finish before its files are counted or removed.
+        t.checkpointer().wait();
+        remove_scheduled(false);
+        std::string path = t.save_checkpoint(ephemeral, async_ && !force_sync);
+        latest_saved_ = step();
+        if (ephemeral) {
+            // Only the newest ephemeral checkpoint is kept.
+            for (auto& p : pending_ephemeral_) to_remove_.push_back(p);
+            pending_ephemeral_.assign(1, path);
+        } else {
+            permanent_.push_back(path);
+            for (auto& p : pending_ephemeral_) to_remove_.push_back(p);
+            pending_ephemeral_.clear();
+            if (cfg_.max_checkpoints && cfg_.remove != config::CheckpointRemovalStrategy::never) {
+                while (static_cast<int64_t>(permanent_.size()) > *cfg_.max_checkpoints) {
+                    to_remove_.push_back(permanent_.front());
+                    permanent_.pop_front();
+                }
+            }
+        }
+        for (auto& p : ephemeral_) to_remove_.push_back(p);
+        ephemeral_.clear();
+    }
+
+    void remove_scheduled(bool all) {
+        auto& t = trainer();
+        if (!all && t.checkpointer().pending()) return;
+        if (all) {
+            try {
+                t.checkpointer().wait();
+            } catch (const std::exception&) {
+                return;  // reported elsewhere; never delete while the newest save failed
+            }
+        }
+        if (cfg_.remove == config::CheckpointRemovalStrategy::never) {
+            to_remove_.clear();
+            return;
+        }
+        for (const auto& p : to_remove_) {
+            try {
+                t.checkpointer().remove(p);
+            } catch (const std::exception& e) {
+                log::warn("cannot remove old checkpoint {}: {}", p, e.what());
+            }
+        }
+        to_remove_.clear();
+    }
+
+    config::CheckpointerConfig cfg_;
+    bool async_ = true;
+    int64_t latest_saved_ = -1;
+    std::deque<std::string> permanent_;
+    std::vector<std::string> pending_ephemeral_;
+    std::vector<std::string> ephemeral_;
+    std::vector<std::string> to_remove_;
+};
+
+}  // namespace
+
+std::unique_ptr<Callback> make_checkpointer(const config::CheckpointerConfig& c) {
+    return std::make_unique<CheckpointerCallback>(c);
+}
+
+}  // namespace lathe::train

@@ -1,0 +1,69 @@
+// Data parallelism for TransformerTrainModule.
+//
+// DDP: every rank holds the whole model; gradients are averaged over the data-parallel group in
+// buckets of about `bucket_cap_mb`, launched from gradient hooks while the backward pass is still
+// running, and only on the last micro-batch of a step (the others accumulate locally, like
+// torch's no_sync()). Buckets are launched strictly in order, so every rank issues the same
+// collectives in the same order.
+#pragma once
+
+#include "config/config.h"
+#include "distributed/env.h"
+
+#include <torch/torch.h>
+
+namespace lathe::train {
+
+class DataParallel {
+public:
+    virtual ~DataParallel() = default;
+    /// Called before each micro-batch's backward; `last` is the final one of the step.
+    virtual void before_backward(bool last) = 0;
+    /// Called after the last micro-batch's backward: waits for the reductions; grads are then the
+    /// average over ranks.
+    virtual void finish_backward() = 0;
+    virtual std::string describe() const = 0;
+};
+
+/// One rank: nothing to do.
+class NoDataParallel : public DataParallel {
+public:
+    void before_backward(bool) override {}
+    void finish_backward() override {}
+    std::string describe() const override { return "single rank"; }
+};
+
+class DistributedDataParallel : public DataParallel {
+public:
+    DistributedDataParallel(std::vector<torch::Tensor> params, const dist::Group& group,
+                            const config::DataParallelConfig& cfg);
+    void before_backward(bool last) override;
+    void finish_backward() override;
+    std::string describe() const override;
+    /// Number of buckets (for tests and logs).
+    std::size_t num_buckets() const { return buckets_.size(); }
+
+private:
+    struct Bucket {
+        std::vector<std::size_t> params;  // indices into params_
+        std::vector<int64_t> offsets;
+        torch::Tensor flat;
+        std::size_t ready = 0;
+        bool launched = false;
+        c10::intrusive_ptr<c10d::Work> work;
+    };
+    void on_grad(std::size_t param, const torch::Tensor& grad);
+    void launch_ready_buckets();
+    void launch(Bucket& b);
+
+    std::vector<torch::Tensor> params_;
+    std::vector<std::size_t> bucket_of_;
+    std::vector<bool> got_grad_;
+    std::vector<Bucket> buckets_;
+    std::size_t next_launch_ = 0;
+    const dist::Group& group_;
+    torch::ScalarType reduce_dtype_;
+    bool sync_ = false;
+};
+
+}  // namespace lathe::train

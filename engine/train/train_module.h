@@ -1,0 +1,70 @@
+// TransformerTrainModule: forward/backward over micro-batches, gradient clipping, AdamW and the LR
+// schedule, data parallelism (DDP or FSDP), after OLMo-core's TransformerTrainModule.
+#pragma once
+
+#include "config/config.h"
+#include "data/data_loader.h"
+#include "distributed/env.h"
+#include "model/transformer.h"
+
+#include <torch/torch.h>
+
+#include <memory>
+
+namespace lathe::train {
+
+class Trainer;
+class DataParallel;
+
+class TransformerTrainModule {
+public:
+    TransformerTrainModule(const config::ExperimentConfig& cfg, dist::Environment& env);
+    ~TransformerTrainModule();
+
+    void attach(Trainer* trainer) { trainer_ = trainer; }
+    /// Checks batch divisibility against the data loader (OLMo-core does this in pre_train).
+    void pre_train(const data::DataLoader& loader);
+
+    /// Forward and backward of one rank batch, split into micro-batches; records train/CE loss.
+    void train_batch(const data::Batch& batch);
+    /// Clips gradients, sets the LR, steps the optimizer; records optim/* metrics.
+    void optim_step();
+    void zero_grads();
+    /// Held-out loss of one batch: (sum of CE over tokens, number of tokens).
+    std::pair<double, int64_t> eval_batch(const data::Batch& batch);
+
+    int64_t num_flops_per_token(int64_t seq_len) const { return model_->num_flops_per_token(seq_len); }
+    model::Transformer& model() { return model_; }
+    torch::optim::AdamW& optimizer() { return *optim_; }
+    DataParallel& data_parallel() { return *dp_; }
+    const config::TrainModuleConfig& config() const { return cfg_; }
+    /// Whether the gradients of the last train_batch were all finite (set in optim_step).
+    bool last_grads_finite() const { return last_grads_finite_; }
+    /// Tells optim_step to skip the update (stability monitor).
+    void skip_next_optim_step() { skip_next_ = true; }
+    /// What optim_step does when the gradient norm is NaN or infinite (stability_monitor sets it).
+    void set_non_finite_action(config::StabilityAction a) { non_finite_action_ = a; }
+
+    /// Full (unsharded) model and optimizer tensors, keyed by OLMo-core-like names:
+    /// "model.<param>", "optim.state.<param>.exp_avg|exp_avg_sq|step".
+    std::vector<std::pair<std::string, torch::Tensor>> state_tensors();
+    /// Loads tensors saved by state_tensors(); throws lathe::Error naming the key on a mismatch.
+    void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors, bool load_optim);
+
+private:
+    std::vector<std::vector<torch::Tensor>> param_groups_;
+    config::TrainModuleConfig cfg_;
+    config::ExperimentConfig full_cfg_;
+    dist::Environment& env_;
+    Trainer* trainer_ = nullptr;
+    model::Transformer model_{nullptr};
+    std::unique_ptr<torch::optim::AdamW> optim_;
+    std::unique_ptr<DataParallel> dp_;
+    std::vector<double> initial_lrs_;
+    bool last_grads_finite_ = true;
+    bool skip_next_ = false;
+    config::StabilityAction non_finite_action_ = config::StabilityAction::skip;
+    int64_t inject_nan_step_ = -1;  // fault injection for tests: LATHE_INJECT_NAN_STEP
+};
+
+}  // namespace lathe::train

@@ -1,0 +1,519 @@
+#include "train/trainer.h"
+
+#include "checkpoint/checkpointer.h"
+#include "util/error.h"
+#include "util/log.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <unistd.h>
+
+namespace lathe::train {
+
+using config::MetricMergeStrategy;
+using config::ReduceType;
+
+int64_t Callback::step() const { return trainer_->global_step(); }
+
+namespace {
+
+// The one place a global is unavoidable: a signal handler can only reach static storage.
+std::atomic<ControlFlags*> g_signal_target{nullptr};
+std::atomic<int> g_signal_number{0};
+
+extern "C" void on_signal(int sig) {
+    if (g_signal_number.exchange(sig) != 0) {
+        // A second signal while a graceful stop is under way: stop now.
+        ::_exit(128 + sig);
+    }
+    if (auto* flags = g_signal_target.load()) flags->cancel = true;
+}
+
+class SignalScope {
+public:
+    explicit SignalScope(ControlFlags* flags) {
+        g_signal_number = 0;
+        g_signal_target = flags;
+        struct sigaction sa {};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~SignalScope() {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+        g_signal_target = nullptr;
+    }
+
+private:
+    struct sigaction old_int_ {}, old_term_ {};
+};
+
+std::string to_hex(const torch::Tensor& bytes) {
+    static const char* digits = "0123456789abcdef";
+    auto c = bytes.contiguous();
+    const auto* p = c.data_ptr<uint8_t>();
+    std::string s;
+    s.reserve(static_cast<std::size_t>(c.numel()) * 2);
+    for (int64_t i = 0; i < c.numel(); ++i) {
+        s += digits[p[i] >> 4];
+        s += digits[p[i] & 15];
+    }
+    return s;
+}
+
+torch::Tensor from_hex(const std::string& s) {
+    auto t = torch::empty({static_cast<int64_t>(s.size() / 2)}, torch::kUInt8);
+    auto* p = t.data_ptr<uint8_t>();
+    auto val = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    for (std::size_t i = 0; i + 1 < s.size(); i += 2) p[i / 2] = static_cast<uint8_t>(val(s[i]) * 16 + val(s[i + 1]));
+    return t;
+}
+
+}  // namespace
+
+Trainer::Trainer(const config::ExperimentConfig& cfg, dist::Environment& env, TransformerTrainModule& train_module,
+                 data::DataLoader& data_loader, std::string save_folder)
+    : cfg_(cfg), env_(env), train_module_(train_module), data_loader_(data_loader),
+      save_folder_(std::move(save_folder)) {
+    checkpointer_ = std::make_unique<checkpoint::Checkpointer>(env, cfg.trainer.save_overwrite);
+    bookkeeper_ = std::make_unique<metrics::Bookkeeper>(cfg.trainer.async_bookkeeping.value_or(true));
+    train_module_.attach(this);
+}
+
+Trainer::~Trainer() {
+    bookkeeper_->shutdown();
+}
+
+void Trainer::add_callback(const std::string& name, std::unique_ptr<Callback> cb) {
+    cb->trainer_ = this;
+    auto it = std::find_if(callbacks_.begin(), callbacks_.end(), [&](const auto& p) { return p.first == name; });
+    if (it != callbacks_.end()) {
+        it->second = std::move(cb);
+    } else {
+        callbacks_.emplace_back(name, std::move(cb));
+    }
+    // Higher priority first; ties keep insertion order (stable sort). The order must be the same on
+    // every rank because callbacks issue collectives.
+    ordered_.clear();
+    for (auto& [n, c] : callbacks_) ordered_.emplace_back(n, c.get());
+    std::stable_sort(ordered_.begin(), ordered_.end(),
+                     [](const auto& a, const auto& b) { return a.second->priority() > b.second->priority(); });
+    callbacks_.back().second->post_attach();
+}
+
+Callback* Trainer::callback(const std::string& name) const {
+    for (const auto& [n, c] : callbacks_) {
+        if (n == name) return c.get();
+    }
+    return nullptr;
+}
+
+std::vector<std::pair<std::string, Callback*>> Trainer::callbacks_in_order() const { return ordered_; }
+
+// ---- durations ----------------------------------------------------------------------------------
+
+int64_t Trainer::max_steps() const {
+    const auto& d = cfg_.trainer.max_duration;
+    const int64_t tpb = tokens_per_batch();
+    switch (d.unit) {
+        case config::DurationUnit::steps: return d.value;
+        case config::DurationUnit::tokens:
+            return global_step_ + (std::max<int64_t>(d.value - global_train_tokens_seen_, 0) + tpb - 1) / tpb;
+        case config::DurationUnit::epochs: {
+            if (epoch_ > d.value) return global_step_;
+            int64_t remaining = std::max<int64_t>(data_loader_.total_batches() - data_loader_.batches_processed(), 0);
+            return global_step_ + remaining + (d.value - epoch_) * data_loader_.total_batches();
+        }
+    }
+    return 0;
+}
+
+int64_t Trainer::max_tokens() const {
+    const auto& d = cfg_.trainer.max_duration;
+    if (d.unit == config::DurationUnit::tokens) return d.value;
+    return global_train_tokens_seen_ + (max_steps() - global_step_) * tokens_per_batch();
+}
+
+bool Trainer::training_complete() {
+    bookkeeper_->check_error();
+    if (canceled_) return true;
+    const auto& t = cfg_.trainer;
+    if (t.max_duration.due(global_step_, global_train_tokens_seen_, epoch_)) return true;
+    return t.hard_stop && t.hard_stop->due(global_step_, global_train_tokens_seen_, epoch_);
+}
+
+// ---- metrics ------------------------------------------------------------------------------------
+
+void Trainer::record_metric(const std::string& name, const torch::Tensor& value, std::optional<ReduceType> reduce,
+                            MetricMergeStrategy merge) {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    auto rt = reduce_types_.find(name);
+    if (rt == reduce_types_.end()) {
+        reduce_types_.emplace(name, reduce);
+    } else if (rt->second != reduce) {
+        throw Error("metric '" + name + "' was recorded with reduce type " +
+                    (rt->second ? config::enum_to_string(*rt->second) : std::string("none")) + " and now with " +
+                    (reduce ? config::enum_to_string(*reduce) : std::string("none")) + "; it may not change");
+    }
+    auto v = value.detach().to(torch::kFloat64).reshape({});
+    auto& step_metrics = metrics_[global_step_];
+    auto it = step_metrics.find(name);
+    if (it == step_metrics.end()) {
+        step_metrics.emplace(name, v);
+        return;
+    }
+    auto& old = it->second;
+    switch (merge) {
+        case MetricMergeStrategy::warn:
+            log::warn("metric '{}' recorded twice at step {}; keeping the first value", name, global_step_);
+            break;
+        case MetricMergeStrategy::latest: old = v; break;
+        case MetricMergeStrategy::oldest: break;
+        case MetricMergeStrategy::mean: old = (old + v) / 2; break;
+        case MetricMergeStrategy::sum: old = old + v; break;
+        case MetricMergeStrategy::max: old = torch::maximum(old, v); break;
+        case MetricMergeStrategy::min: old = torch::minimum(old, v); break;
+    }
+}
+
+void Trainer::record_metric(const std::string& name, double value, std::optional<ReduceType> reduce,
+                            MetricMergeStrategy merge) {
+    record_metric(name, torch::tensor(value, torch::kFloat64), reduce, merge);
+}
+
+void Trainer::flush_metrics(bool before_current_step) {
+    std::map<int64_t, std::map<std::string, torch::Tensor>> taken;
+    std::map<std::string, std::optional<ReduceType>> types;
+    {
+        std::lock_guard<std::mutex> lock(metrics_mu_);
+        taken.swap(metrics_);
+        if (before_current_step) {
+            auto it = taken.find(global_step_);
+            if (it != taken.end()) {
+                metrics_.insert(taken.extract(it));
+            }
+        }
+        types = reduce_types_;
+    }
+    // One transfer for everything (the only host-device sync of a flush).
+    std::vector<metrics::LocalMetric> local;
+    std::vector<torch::Tensor> values;
+    for (auto& [step, m] : taken) {
+        for (auto& [name, t] : m) {
+            local.push_back({step, name, types[name], 0.0});
+            values.push_back(t.to(torch::kFloat64).reshape({1}));
+        }
+    }
+    if (!values.empty()) {
+        auto all = torch::cat(values).to(torch::kCPU, torch::kFloat64);
+        const double* p = all.data_ptr<double>();
+        for (std::size_t i = 0; i < local.size(); ++i) local[i].value = p[i];
+    }
+    bookkeeper_->submit("reduce metrics", [this, local = std::move(local)] {
+        auto reduced = metrics::reduce_metrics(local, env_.bookkeeping_group());
+        for (auto& [step, m] : reduced) {
+            auto ce = m.find("train/CE loss");
+            if (ce != m.end()) {
+                if (!std::isfinite(ce->second)) {
+                    throw Error("non-finite loss (" + std::to_string(ce->second) + ") at step " + std::to_string(step));
+                }
+                if (ce->second < 10) m["train/PPL"] = std::exp(ce->second);
+            }
+            for (auto& [name, cb] : ordered_) cb->pre_log_metrics(step, m);
+            for (auto& [name, cb] : ordered_) cb->log_metrics(step, m);
+        }
+    });
+}
+
+// ---- control ------------------------------------------------------------------------------------
+
+void Trainer::cancel_run(const std::string& reason) {
+    {
+        std::lock_guard<std::mutex> lock(control_.mu);
+        if (control_.cancel_reason.empty()) control_.cancel_reason = reason;
+    }
+    control_.cancel = true;
+}
+
+void Trainer::apply_control(int64_t bits, const std::string& reason) {
+    checkpoint_now_ = (bits & 2) != 0;
+    if (bits & 4) no_final_checkpoint_ = true;
+    if ((bits & 1) && !canceled_) {
+        canceled_ = true;
+        cancel_reason_ = reason;
+        log::info("stopping at step {}: {}", global_step_, reason);
+    }
+}
+
+void Trainer::sync_control() {
+    int64_t local = 0;
+    if (control_.cancel.exchange(false)) local |= 1;
+    if (control_.checkpoint.exchange(false)) local |= 2;
+    if (control_.stop_without_checkpoint.exchange(false)) local |= 4;
+    std::string reason;
+    if (local & 1) {
+        std::lock_guard<std::mutex> lock(control_.mu);
+        reason = control_.cancel_reason;
+        if (reason.empty() && g_signal_number != 0) {
+            reason = g_signal_number == SIGINT ? "SIGINT received" : "SIGTERM received";
+        }
+        if (reason.empty()) reason = "cancel requested";
+    }
+    if (!env_.distributed()) {
+        apply_control(local, reason);
+        return;
+    }
+    // Every rank submits one control op per step and applies the previous step's result, so all
+    // ranks act on the same step. The op runs on the bookkeeping thread (the only user of its group).
+    int64_t agreed = 0;
+    if (control_future_.valid()) {
+        control_future_.get();
+        agreed = control_result_->load();
+    }
+    auto result = std::make_shared<std::atomic<int64_t>>(0);
+    auto reason_out = std::make_shared<std::string>();
+    auto group = &env_.bookkeeping_group();
+    control_future_ = bookkeeper_->submit("control", [group, local, result] {
+        auto t = torch::tensor({local & 1, (local >> 1) & 1, (local >> 2) & 1}, torch::kInt64);
+        group->all_reduce(t, dist::ReduceOp::max);
+        result->store(t[0].item<int64_t>() | (t[1].item<int64_t>() << 1) | (t[2].item<int64_t>() << 2));
+    });
+    if (!reason.empty()) *control_reason_ = reason;
+    control_result_ = result;
+    apply_control(agreed, control_reason_ && !control_reason_->empty() ? *control_reason_ : "canceled by another rank");
+}
+
+// ---- fit ----------------------------------------------------------------------------------------
+
+void Trainer::fit() {
+    canceled_ = false;
+    control_reason_ = std::make_shared<std::string>();
+    SignalScope signals(&control_);
+    const auto& t = cfg_.trainer;
+    if (!t.no_checkpoints && t.load_strategy != config::LoadStrategy::never) {
+        if (!checkpoint_loaded_) {
+            for (const auto& p : checkpointer_->clean_partial(save_folder_)) log::warn("removed partial checkpoint {}", p);
+            env_.cpu_group().barrier();
+            maybe_load_checkpoint(save_folder_, true, true);
+        }
+        if (t.load_path) {
+            if (!checkpoint_loaded_) {
+                maybe_load_checkpoint(*t.load_path, t.load_trainer_state, t.load_optim_state);
+            } else {
+                log::warn("ignoring load_path {}: a checkpoint was found in {}", *t.load_path, save_folder_);
+            }
+        }
+        if (!checkpoint_loaded_) {
+            if (t.load_strategy == config::LoadStrategy::always) {
+                throw Error("load_strategy is always but no checkpoint was found in " + save_folder_ +
+                            (t.load_path ? " or " + *t.load_path : std::string()));
+            }
+            log::info("no checkpoint found: training from scratch");
+        }
+    }
+    env_.cpu_group().barrier();
+    std::string order;
+    for (auto& [n, c] : ordered_) order += (order.empty() ? "" : ", ") + n;
+    log::info("callbacks: {}", order);
+    log::info("training for {} steps ({} tokens per step)", max_steps(), tokens_per_batch());
+
+    try {
+        for_each_callback([](Callback& c) { c.pre_train(); });
+        train_module_.pre_train(data_loader_);
+        if (!canceled_) {
+            while (!training_complete()) fit_epoch();
+        }
+        for_each_callback([](Callback& c) { c.post_train(); });
+    } catch (const std::exception& e) {
+        log::error("training failed at step {}: {}", global_step_, e.what());
+        for_each_callback([&](Callback& c) {
+            try {
+                c.on_error(e);
+            } catch (const std::exception& inner) {
+                log::error("on_error of a callback failed: {}", inner.what());
+            }
+        });
+        shutdown(false);
+        throw;
+    }
+    shutdown(true);
+}
+
+void Trainer::fit_epoch() {
+    data_loader_.reshuffle(epoch_);
+    for_each_callback([](Callback& c) { c.pre_epoch(); });
+    train_module_.zero_grads();
+    bool first = true;
+    while (true) {
+        for_each_callback([](Callback& c) { c.pre_load_batch(); });
+        auto batch = data_loader_.next();
+        if (!batch) break;
+        ++global_step_;
+        global_train_tokens_seen_ += data_loader_.global_batch_size();
+        global_train_petaflops_ += static_cast<double>(train_module_.num_flops_per_token(data_loader_.dataset().sequence_length())) *
+                                   static_cast<double>(data_loader_.global_batch_size()) / 1e15;
+        bool skip = false;
+        for (const auto& r : cfg_.trainer.steps_to_skip) skip = skip || (r.start <= global_step_ && global_step_ < r.stop);
+        for_each_callback([&](Callback& c) { c.pre_step(*batch); });
+        if (skip) {
+            log::warn("skipping training on step {} intentionally (trainer.steps_to_skip)", global_step_);
+        } else {
+            train_module_.train_batch(*batch);
+            for_each_callback([](Callback& c) { c.pre_optim_step(); });
+            train_module_.optim_step();
+            train_module_.zero_grads();
+        }
+        sync_control();
+        for_each_callback([](Callback& c) { c.post_train_batch(); });
+        for_each_callback([](Callback& c) { c.post_step(); });
+        if (first || global_step_ % cfg_.trainer.metrics_collect_interval == 0) flush_metrics();
+        first = false;
+        if (training_complete()) {
+            flush_metrics();
+            return;
+        }
+    }
+    flush_metrics();
+    for_each_callback([](Callback& c) { c.post_epoch(); });
+    ++epoch_;
+    data_loader_.reset();
+}
+
+void Trainer::shutdown(bool gracefully) {
+    if (gracefully) {
+        flush_metrics();
+        bookkeeper_->join();
+        checkpointer_->wait();
+    } else {
+        bookkeeper_->join();
+        try {
+            checkpointer_->wait();
+        } catch (const std::exception& e) {
+            log::error("{}", e.what());
+        }
+    }
+    for_each_callback([](Callback& c) {
+        try {
+            c.close();
+        } catch (const std::exception& e) {
+            log::error("close of a callback failed: {}", e.what());
+        }
+    });
+    bookkeeper_->shutdown();
+    if (gracefully) {
+        bookkeeper_->check_error();
+        env_.cpu_group().barrier();
+    }
+}
+
+// ---- checkpoints --------------------------------------------------------------------------------
+
+nlohmann::json Trainer::state_dict() const {
+    nlohmann::json cbs = nlohmann::json::object();
+    for (const auto& [n, c] : callbacks_) {
+        auto s = c->state_dict();
+        if (!s.is_null()) cbs[n] = s;
+    }
+    auto gen = at::detail::getDefaultCPUGenerator();
+    torch::Tensor rng;
+    {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        rng = gen.get_state();
+    }
+    return {{"global_step", global_step_},
+            {"global_train_tokens_seen", global_train_tokens_seen_},
+            {"global_train_petaflops", global_train_petaflops_},
+            {"max_steps", max_steps()},
+            {"data_loader", data_loader_.state_dict()},
+            {"epoch", epoch_},
+            {"world_size", env_.world_size()},
+            {"rng", {{"torch", to_hex(rng)}, {"torch_version", TORCH_VERSION}}},
+            {"callbacks", cbs}};
+}
+
+void Trainer::load_state_dict(const nlohmann::json& s) {
+    try {
+        data_loader_.load_state_dict(s.at("data_loader"));
+        global_step_ = s.at("global_step").get<int64_t>();
+        global_train_tokens_seen_ = s.at("global_train_tokens_seen").get<int64_t>();
+        global_train_petaflops_ = s.value("global_train_petaflops", 0.0);
+        epoch_ = s.at("epoch").get<int64_t>();
+        if (s.contains("callbacks")) {
+            for (auto& [n, c] : callbacks_) {
+                if (s["callbacks"].contains(n)) c->load_state_dict(s["callbacks"][n]);
+            }
+        }
+        int saved_world = s.value("world_size", 1);
+        if (saved_world == env_.world_size() && s.contains("rng")) {
+            auto gen = at::detail::getDefaultCPUGenerator();
+            std::lock_guard<std::mutex> lock(gen.mutex());
+            gen.set_state(from_hex(s["rng"].at("torch").get<std::string>()));
+        } else if (saved_world != env_.world_size()) {
+            log::warn("checkpoint was written by {} rank(s), this run has {}: model and optimizer state carry over, "
+                      "RNG states do not",
+                      saved_world, env_.world_size());
+        }
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("trainer state is malformed: ") + e.what());
+    }
+}
+
+std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
+    std::string dir = save_folder_ + "/step" + std::to_string(global_step_);
+    // Metrics first, so callback state tied to them is current in the checkpoint.
+    flush_metrics(/*before_current_step=*/true);
+    bookkeeper_->join();
+    auto state = state_dict();
+    auto t0 = std::chrono::steady_clock::now();
+    checkpointer_->save(dir, train_module_, state, ephemeral, async, [this, dir, async](double seconds) {
+        if (async) record_metric("checkpoint/save_async_duration_s", seconds, ReduceType::max);
+        for_each_callback([&](Callback& c) { c.post_checkpoint_saved(dir); });
+    });
+    record_metric("checkpoint/save_duration_s",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ReduceType::max);
+    return dir;
+}
+
+bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
+                                    std::optional<bool> load_optim_state) {
+    std::vector<std::string> candidates;
+    if (checkpoint::Checkpointer::dir_is_checkpoint(dir)) {
+        candidates.push_back(dir);
+    } else {
+        auto found = checkpoint::Checkpointer::complete_checkpoints(dir);
+        for (auto it = found.rbegin(); it != found.rend(); ++it) candidates.push_back(it->path);
+        std::error_code ec;
+        if (found.empty() && std::filesystem::exists(dir + "/model_and_optim", ec)) {
+            throw Error(dir + ": not a complete checkpoint (no .metadata.json)");
+        }
+    }
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+        const auto& path = candidates[i];
+        auto t0 = std::chrono::steady_clock::now();
+        try {
+            auto state = checkpointer_->load(path, train_module_, load_trainer_state.value_or(true),
+                                             load_optim_state.value_or(true));
+            if (!state.is_null()) load_state_dict(state);
+            record_metric("checkpoint/load_duration_s",
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                          ReduceType::max);
+            log::info("loaded checkpoint {} (step {})", path, global_step_);
+            for_each_callback([&](Callback& c) { c.post_checkpoint_loaded(path); });
+            checkpoint_loaded_ = true;
+            return true;
+        } catch (const std::exception& e) {
+            bool can_fall_back = cfg_.trainer.load_strategy == config::LoadStrategy::if_available &&
+                                 i + 1 < candidates.size();
+            if (!can_fall_back) throw Error("cannot load checkpoint " + path, e);
+            log::warn("cannot load checkpoint {}: {}; falling back to {}", path, e.what(), candidates[i + 1]);
+        }
+    }
+    return false;
+}
+
+}  // namespace lathe::train

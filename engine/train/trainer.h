@@ -1,0 +1,147 @@
+// Trainer: the composition root of a training run, after OLMo-core's Trainer.
+//
+// fit() reads like OLMo-core's: load a checkpoint if there is one, pre_train hooks, then epochs of
+// steps (load batch -> forward/backward over micro-batches -> clip -> optimizer step -> callbacks),
+// metrics flushed to the bookkeeping thread every metrics_collect_interval steps, and teardown on
+// every exit path.
+#pragma once
+
+#include "config/config.h"
+#include "data/data_loader.h"
+#include "distributed/env.h"
+#include "metrics/bookkeeping.h"
+#include "train/callback.h"
+#include "train/train_module.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace lathe::checkpoint {
+class Checkpointer;
+}
+
+namespace lathe::train {
+
+/// Commands that reach the trainer from outside the training loop (signals, the GUI).
+struct ControlFlags {
+    std::atomic<bool> cancel{false};
+    std::atomic<bool> checkpoint{false};
+    std::atomic<bool> stop_without_checkpoint{false};
+    std::mutex mu;
+    std::string cancel_reason;
+};
+
+class Trainer {
+public:
+    Trainer(const config::ExperimentConfig& cfg, dist::Environment& env, TransformerTrainModule& train_module,
+            data::DataLoader& data_loader, std::string save_folder);
+    ~Trainer();
+    Trainer(const Trainer&) = delete;
+    Trainer& operator=(const Trainer&) = delete;
+
+    /// Adds a callback under `name` (names are unique; a later add replaces).
+    void add_callback(const std::string& name, std::unique_ptr<Callback> cb);
+    Callback* callback(const std::string& name) const;
+    /// Callbacks in run order (priority, then insertion).
+    std::vector<std::pair<std::string, Callback*>> callbacks_in_order() const;
+
+    /// Trains until max_duration, hard_stop or a cancel. Rethrows the first error after on_error
+    /// and close() have run.
+    void fit();
+
+    // ---- metrics ----
+    void record_metric(const std::string& name, const torch::Tensor& value, std::optional<config::ReduceType> reduce,
+                       config::MetricMergeStrategy merge = config::MetricMergeStrategy::warn);
+    void record_metric(const std::string& name, double value, std::optional<config::ReduceType> reduce,
+                       config::MetricMergeStrategy merge = config::MetricMergeStrategy::warn);
+    /// Hands everything recorded so far to the bookkeeping thread (reduction, then callbacks).
+    /// With `before_current_step`, the current step's metrics stay for the step's own flush, so
+    /// every step reaches the callbacks exactly once.
+    void flush_metrics(bool before_current_step = false);
+    metrics::Bookkeeper& bookkeeper() { return *bookkeeper_; }
+
+    // ---- control ----
+    /// Asks every rank to stop at a step boundary (signal handlers, the GUI, callbacks).
+    void cancel_run(const std::string& reason);
+    void request_checkpoint() { control_.checkpoint = true; }
+    bool is_canceled() const { return canceled_; }
+    const std::string& cancel_reason() const { return cancel_reason_; }
+    ControlFlags& control() { return control_; }
+    /// True once a "checkpoint now" command reached this step on every rank.
+    bool checkpoint_requested_this_step() const { return checkpoint_now_; }
+    bool final_checkpoint_wanted() const { return !no_final_checkpoint_; }
+
+    // ---- counters and durations ----
+    int64_t global_step() const { return global_step_; }
+    int64_t global_train_tokens_seen() const { return global_train_tokens_seen_; }
+    int64_t epoch() const { return epoch_; }
+    double global_train_petaflops() const { return global_train_petaflops_; }
+    int64_t max_steps() const;
+    int64_t max_tokens() const;
+    int64_t steps_per_epoch() const { return data_loader_.total_batches(); }
+    bool training_complete();
+
+    // ---- checkpoints ----
+    /// Saves save_folder/step{N}; returns the path (async saves complete in the background).
+    std::string save_checkpoint(bool ephemeral, bool async);
+    /// Loads `dir` (a checkpoint or a folder of them). Returns false when none was found.
+    bool maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
+                               std::optional<bool> load_optim_state);
+    bool checkpoint_loaded() const { return checkpoint_loaded_; }
+    checkpoint::Checkpointer& checkpointer() { return *checkpointer_; }
+    nlohmann::json state_dict() const;
+    void load_state_dict(const nlohmann::json& state);
+
+    const config::ExperimentConfig& config() const { return cfg_; }
+    const config::TrainerConfig& trainer_config() const { return cfg_.trainer; }
+    dist::Environment& env() { return env_; }
+    TransformerTrainModule& train_module() { return train_module_; }
+    data::DataLoader& data_loader() { return data_loader_; }
+    const std::string& save_folder() const { return save_folder_; }
+    int64_t tokens_per_batch() const { return data_loader_.global_batch_size(); }
+
+private:
+    void fit_epoch();
+    void sync_control();
+    void apply_control(int64_t bits, const std::string& reason);
+    void shutdown(bool gracefully);
+    template <class F>
+    void for_each_callback(F&& f) {
+        for (auto& [name, cb] : ordered_) f(*cb);
+    }
+
+    config::ExperimentConfig cfg_;
+    dist::Environment& env_;
+    TransformerTrainModule& train_module_;
+    data::DataLoader& data_loader_;
+    std::string save_folder_;
+    std::unique_ptr<checkpoint::Checkpointer> checkpointer_;
+    std::unique_ptr<metrics::Bookkeeper> bookkeeper_;
+
+    std::vector<std::pair<std::string, std::unique_ptr<Callback>>> callbacks_;
+    std::vector<std::pair<std::string, Callback*>> ordered_;
+
+    int64_t global_step_ = 0;
+    int64_t global_train_tokens_seen_ = 0;
+    double global_train_petaflops_ = 0;
+    int64_t epoch_ = 1;
+    bool checkpoint_loaded_ = false;
+    bool canceled_ = false;
+    bool checkpoint_now_ = false;
+    bool no_final_checkpoint_ = false;
+    std::string cancel_reason_;
+    ControlFlags control_;
+    std::shared_future<void> control_future_;
+    std::shared_ptr<std::atomic<int64_t>> control_result_;
+    std::shared_ptr<std::string> control_reason_;
+
+    std::map<int64_t, std::map<std::string, torch::Tensor>> metrics_;
+    std::map<std::string, std::optional<config::ReduceType>> reduce_types_;
+    std::mutex metrics_mu_;
+};
+
+}  // namespace lathe::train
