@@ -61,7 +61,8 @@ Checkpointer::~Checkpointer() {
 }
 
 void Checkpointer::save(const std::string& dir, train::TransformerTrainModule& tm, const nlohmann::json& trainer_state,
-                        bool ephemeral, bool async, std::function<void(double)> on_done) {
+                        bool ephemeral, bool async, const std::vector<std::pair<std::string, std::string>>& extra_files,
+                        std::function<void(double)> on_done) {
     wait();  // one save at a time, in the same order on every rank
     if (storage_->exists(dir + "/.metadata.json") && !save_overwrite_) {
         throw Error(dir + ": checkpoint already exists (set trainer.save_overwrite=true to replace it)");
@@ -70,6 +71,7 @@ void Checkpointer::save(const std::string& dir, train::TransformerTrainModule& t
     s.dir = dir;
     s.ephemeral = ephemeral;
     s.trainer_state = trainer_state.dump();
+    s.extra_files = extra_files;
     if (env_.rank() == 0) {
         // Copy off the training path: the training thread may change the originals right away.
         for (auto& [name, t] : tm.state_tensors()) s.tensors.emplace_back(name, t.detach().to(torch::kCPU, false, true));
@@ -104,7 +106,10 @@ void Checkpointer::write(const Staged& s) {
         }
         group.barrier();
         write_file_atomic(tmp + "/train/rank" + std::to_string(env_.rank()) + ".json", s.trainer_state);
-        if (env_.rank() == 0) write_tensor_file(tmp + "/model_and_optim/rank0.lathe", s.tensors);
+        if (env_.rank() == 0) {
+            write_tensor_file(tmp + "/model_and_optim/rank0.lathe", s.tensors);
+            for (const auto& [name, text] : s.extra_files) write_file_atomic(tmp + "/" + name, text);
+        }
         group.barrier();
         if (env_.rank() == 0) {
             if (storage_->exists(s.dir)) {

@@ -44,7 +44,8 @@ public:
     /// Saves to `dir`. With async, returns once the state is copied; `on_done(seconds)` runs on the
     /// background thread after the checkpoint is complete.
     void save(const std::string& dir, train::TransformerTrainModule& tm, const nlohmann::json& trainer_state,
-              bool ephemeral, bool async, std::function<void(double)> on_done = {});
+              bool ephemeral, bool async, const std::vector<std::pair<std::string, std::string>>& extra_files = {},
+              std::function<void(double)> on_done = {});
     /// Waits for an async save; rethrows its error.
     void wait();
     /// Rethrows the error of a finished async save; true when none is pending.
@@ -71,6 +72,7 @@ private:
     struct Staged {
         std::vector<std::pair<std::string, torch::Tensor>> tensors;
         std::string trainer_state;
+        std::vector<std::pair<std::string, std::string>> extra_files;  // written by rank 0
         std::string dir;
         bool ephemeral = false;
     };

@@ -151,6 +151,9 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         status = s.get();
         trainer.add_callback("run_status", std::move(s));
     }
+    if (!opts.control_socket.empty() && rank == 0) {
+        trainer.add_callback("control_channel", train::make_control_channel(opts.control_socket));
+    }
     if (opts.customize) opts.customize(trainer);
 
     auto& model = tm.model();

@@ -47,6 +47,14 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
     for (std::size_t g = 0; g < groups.size(); ++g) initial_lrs_.push_back(o.lr);
 
     if (const char* nan_step = std::getenv("LATHE_INJECT_NAN_STEP")) inject_nan_step_ = std::atoll(nan_step);
+    // Fault injection for tests: LATHE_INJECT_FAULT=RANK:STEP makes that rank fail at that step.
+    if (const char* fault = std::getenv("LATHE_INJECT_FAULT")) {
+        std::string f(fault);
+        auto colon = f.find(':');
+        if (colon != std::string::npos && std::atoi(f.substr(0, colon).c_str()) == env.rank()) {
+            inject_fault_step_ = std::atoll(f.substr(colon + 1).c_str());
+        }
+    }
     if (env.distributed()) {
         if (cfg_.dp_config.name == config::DataParallelType::fsdp) {
             throw Error("train_module.dp_config.name=fsdp is not available yet; use ddp");
@@ -69,6 +77,9 @@ void TransformerTrainModule::pre_train(const data::DataLoader& loader) {
 }
 
 void TransformerTrainModule::train_batch(const data::Batch& batch) {
+    if (trainer_->global_step() == inject_fault_step_) {
+        throw Error("injected fault at step " + std::to_string(inject_fault_step_) + " (LATHE_INJECT_FAULT)");
+    }
     model_->train();
     auto input_ids = batch.input_ids.to(env_.device(), /*non_blocking=*/true);
     const int64_t seq = input_ids.size(1);
@@ -134,15 +145,17 @@ void TransformerTrainModule::optim_step() {
     if (!last_grads_finite_) {
         switch (non_finite_action_) {
             case config::StabilityAction::stop:
-                throw Error("non-finite gradient norm (" + std::to_string(norm) + ") at step " +
-                            std::to_string(tr.global_step()));
+                throw Error("non-finite gradient norm (" + std::string(std::isnan(norm) ? "nan" : "inf") +
+                            ") at step " + std::to_string(tr.global_step()));
             case config::StabilityAction::warn:
-                log::warn("non-finite gradient norm ({}) at step {}; stepping anyway (non_finite_grads=warn)", norm,
+                log::warn("non-finite gradient norm ({}) at step {}; stepping anyway (non_finite_grads=warn)",
+                          std::isnan(norm) ? "nan" : "inf",
                           tr.global_step());
                 optim_->step();
                 return;
             case config::StabilityAction::skip:
-                log::warn("non-finite gradient norm ({}) at step {}; skipping the optimizer step", norm,
+                log::warn("non-finite gradient norm ({}) at step {}; skipping the optimizer step",
+                          std::isnan(norm) ? "nan" : "inf",
                           tr.global_step());
                 break;
         }

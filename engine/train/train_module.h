@@ -64,7 +64,8 @@ private:
     bool last_grads_finite_ = true;
     bool skip_next_ = false;
     config::StabilityAction non_finite_action_ = config::StabilityAction::skip;
-    int64_t inject_nan_step_ = -1;  // fault injection for tests: LATHE_INJECT_NAN_STEP
+    int64_t inject_nan_step_ = -1;
+    int64_t inject_fault_step_ = -1;  // LATHE_INJECT_FAULT=RANK:STEP  // fault injection for tests: LATHE_INJECT_NAN_STEP
 };
 
 }  // namespace lathe::train

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include "checkpoint/checkpointer.h"
+#include "config/io.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -354,6 +355,7 @@ void Trainer::fit_epoch() {
         auto batch = data_loader_.next();
         if (!batch) break;
         ++global_step_;
+        record_async_checkpoint_duration();
         global_train_tokens_seen_ += data_loader_.global_batch_size();
         global_train_petaflops_ += static_cast<double>(train_module_.num_flops_per_token(data_loader_.dataset().sequence_length())) *
                                    static_cast<double>(data_loader_.global_batch_size()) / 1e15;
@@ -371,21 +373,31 @@ void Trainer::fit_epoch() {
         sync_control();
         for_each_callback([](Callback& c) { c.post_train_batch(); });
         for_each_callback([](Callback& c) { c.post_step(); });
+        // The last step is flushed by shutdown(), after post_train's final checkpoint, so that each
+        // step reaches the callbacks exactly once.
+        if (training_complete()) return;
         if (first || global_step_ % cfg_.trainer.metrics_collect_interval == 0) flush_metrics();
         first = false;
-        if (training_complete()) {
-            flush_metrics();
-            return;
-        }
     }
-    flush_metrics();
+    flush_metrics(/*before_current_step=*/true);
     for_each_callback([](Callback& c) { c.post_epoch(); });
     ++epoch_;
     data_loader_.reset();
 }
 
+void Trainer::record_async_checkpoint_duration() {
+    double d = pending_async_duration_.exchange(-1.0);
+    if (d >= 0) record_metric("checkpoint/save_async_duration_s", d, ReduceType::max);
+    if (pending_load_duration_ >= 0) {
+        record_metric("checkpoint/load_duration_s", pending_load_duration_, ReduceType::max);
+        pending_load_duration_ = -1;
+    }
+}
+
 void Trainer::shutdown(bool gracefully) {
     if (gracefully) {
+        checkpointer_->wait();
+        record_async_checkpoint_duration();
         flush_metrics();
         bookkeeper_->join();
         checkpointer_->wait();
@@ -470,10 +482,16 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
     bookkeeper_->join();
     auto state = state_dict();
     auto t0 = std::chrono::steady_clock::now();
-    checkpointer_->save(dir, train_module_, state, ephemeral, async, [this, dir, async](double seconds) {
-        if (async) record_metric("checkpoint/save_async_duration_s", seconds, ReduceType::max);
-        for_each_callback([&](Callback& c) { c.post_checkpoint_saved(dir); });
-    });
+    std::vector<std::pair<std::string, std::string>> extra_files;
+    if (cfg_.trainer.callbacks.config_saver.enabled) {
+        extra_files.emplace_back(cfg_.trainer.callbacks.config_saver.fname, config::to_json(cfg_).dump(2) + "\n");
+    }
+    checkpointer_->save(dir, train_module_, state, ephemeral, async, extra_files,
+                        [this, dir, async](double seconds) {
+                            // Recorded by the training thread at its next step (this may run on the writer thread).
+                            if (async) pending_async_duration_ = seconds;
+                            for_each_callback([&](Callback& c) { c.post_checkpoint_saved(dir); });
+                        });
     record_metric("checkpoint/save_duration_s",
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ReduceType::max);
     return dir;
@@ -499,9 +517,8 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
             auto state = checkpointer_->load(path, train_module_, load_trainer_state.value_or(true),
                                              load_optim_state.value_or(true));
             if (!state.is_null()) load_state_dict(state);
-            record_metric("checkpoint/load_duration_s",
-                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                          ReduceType::max);
+            // Recorded with the first step trained after loading, so the loaded step is not logged twice.
+            pending_load_duration_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             log::info("loaded checkpoint {} (step {})", path, global_step_);
             for_each_callback([&](Callback& c) { c.post_checkpoint_loaded(path); });
             checkpoint_loaded_ = true;

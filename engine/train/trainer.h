@@ -109,6 +109,7 @@ private:
     void sync_control();
     void apply_control(int64_t bits, const std::string& reason);
     void shutdown(bool gracefully);
+    void record_async_checkpoint_duration();
     template <class F>
     void for_each_callback(F&& f) {
         for (auto& [name, cb] : ordered_) f(*cb);
@@ -142,6 +143,8 @@ private:
     std::map<int64_t, std::map<std::string, torch::Tensor>> metrics_;
     std::map<std::string, std::optional<config::ReduceType>> reduce_types_;
     std::mutex metrics_mu_;
+    std::atomic<double> pending_async_duration_{-1.0};
+    double pending_load_duration_ = -1.0;
 };
 
 }  // namespace lathe::train

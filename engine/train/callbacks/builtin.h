@@ -24,6 +24,8 @@ std::unique_ptr<Callback> make_lm_evaluator(const config::LMEvaluatorConfig& c, 
 std::unique_ptr<Callback> make_stability_monitor(const config::StabilityMonitorConfig& c);
 std::unique_ptr<Callback> make_profiler(const config::ProfilerConfig& c);
 std::unique_ptr<Callback> make_metric_saver(const config::MetricSaverConfig& c);
+/// Rank 0's end of the GUI's control channel at `socket_path`.
+std::unique_ptr<Callback> make_control_channel(const std::string& socket_path);
 
 /// Peak FLOP/s of one device for `dtype`, measured with a square matrix product (about 0.3 s).
 double measure_peak_flops(const torch::Device& device, torch::ScalarType dtype);

@@ -1,0 +1,81 @@
+// The engine's end of the control channel: rank 0 connects to the GUI's socket, sends events and
+// receives commands.
+//
+// send() never waits on the GUI: it encodes the event and queues it for a writer thread. When the
+// queue is over its byte budget (the GUI stopped reading) further events are dropped and counted;
+// when the GUI goes away, sends become no-ops and connected() turns false. A reader thread decodes
+// incoming commands; poll_commands() drains them at a step boundary. Malformed command lines are
+// kept as warnings for the engine to log. Qt-free: POSIX sockets and std::thread.
+#pragma once
+
+#include "protocol/messages.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace lathe::protocol {
+
+class ControlClient {
+public:
+    /// Bytes of encoded events that may wait for the GUI before new ones are dropped.
+    static constexpr std::size_t kDefaultQueueBytes = std::size_t{64} << 20;
+
+    explicit ControlClient(std::size_t max_queue_bytes = kDefaultQueueBytes);
+    /// Flushes for at most flush_timeout() what is queued, closes, joins the threads.
+    ~ControlClient();
+    ControlClient(const ControlClient&) = delete;
+    ControlClient& operator=(const ControlClient&) = delete;
+
+    /// Connects to an AF_UNIX stream socket and starts the threads. Returns false (and sets
+    /// `error`) when the socket cannot be reached; may be called once.
+    bool connect(const std::string& path, std::string* error = nullptr);
+
+    /// Queues an event; thread-safe, returns at once. A no-op once disconnected.
+    void send(const Event& event);
+
+    /// Commands received since the last call, oldest first.
+    std::vector<Command> poll_commands();
+    /// Lines from the GUI that could not be decoded since the last call.
+    std::vector<std::string> poll_warnings();
+
+    /// Waits until everything queued is written (true) or `timeout` passes or the GUI is gone.
+    bool flush(std::chrono::milliseconds timeout);
+    /// Flushes (bounded by `timeout`) and disconnects; later sends are no-ops.
+    void close(std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
+
+    bool connected() const { return connected_.load(); }
+    /// Events dropped because the queue was full or the GUI had gone.
+    std::size_t dropped() const { return dropped_.load(); }
+
+private:
+    void writer_loop();
+    void reader_loop();
+    void mark_disconnected();
+
+    const std::size_t max_queue_bytes_;
+    int fd_ = -1;
+    std::atomic<bool> connected_{false};
+    std::atomic<bool> closing_{false};
+    std::atomic<std::size_t> dropped_{0};
+
+    std::mutex out_mutex_;
+    std::condition_variable out_cv_;  // writer waits for work; flush() waits for an empty queue
+    std::deque<std::string> queue_;
+    std::size_t queued_bytes_ = 0;
+    bool writing_ = false;  // the writer holds a line outside the queue
+
+    std::mutex in_mutex_;
+    std::vector<Command> commands_;
+    std::vector<std::string> warnings_;
+
+    std::thread writer_;
+    std::thread reader_;
+};
+
+}  // namespace lathe::protocol

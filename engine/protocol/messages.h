@@ -1,0 +1,147 @@
+// The control-channel messages between the GUI and rank 0 of the engine (docs/protocol.md).
+//
+// One JSON object per line, every object carrying {"v": kVersion, "type": ...}. Events go from the
+// engine to the GUI, commands from the GUI to the engine. decode_event() and decode_command()
+// never throw: anything malformed, oversized, of another version or of an unknown type comes back
+// as a DecodeError with the reason, so both sides can log it and carry on.
+#pragma once
+
+#include "config/io.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace lathe::protocol {
+
+using Json = lathe::config::Json;
+
+/// Version of the wire format; a line with another "v" is rejected.
+inline constexpr int kVersion = 1;
+/// Longest accepted line in bytes, without its '\n'.
+inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
+/// Deepest accepted nesting of arrays and objects (the resolved config needs about 5).
+inline constexpr int kMaxDepth = 64;
+
+enum class RunState { starting, running, checkpointing, stopping, finished, failed };
+enum class ExitReason { finished, stopped, failed };
+
+const char* to_string(RunState s);
+const char* to_string(ExitReason r);
+std::optional<RunState> run_state_from_string(std::string_view s);
+std::optional<ExitReason> exit_reason_from_string(std::string_view s);
+
+// ---- events: engine -> GUI -------------------------------------------------------------------
+
+/// First event on a connection.
+struct Hello {
+    int protocol_version = kVersion;
+    int64_t world_size = 1;
+    std::string device;   ///< "cpu", "cuda", ...
+    std::string run_dir;  ///< the run folder (checkpoints, metrics, logs)
+    Json config = Json::object();  ///< the resolved ExperimentConfig
+    bool operator==(const Hello& o) const {
+        return protocol_version == o.protocol_version && world_size == o.world_size &&
+               device == o.device && run_dir == o.run_dir && config == o.config;
+    }
+};
+
+/// Metrics of one step, already reduced across ranks. Non-finite values travel as null and come
+/// back as NaN.
+struct Metrics {
+    int64_t step = 0;
+    int64_t tokens = 0;     ///< tokens seen so far (global)
+    double wall_time = 0;   ///< seconds since the start of training
+    std::vector<std::pair<std::string, double>> values;  ///< name -> value, in the sender's order
+    bool operator==(const Metrics& o) const;
+};
+
+/// A log record of one rank. level: "debug", "info", "warning" or "error".
+struct Log {
+    std::string level = "info";
+    int64_t rank = 0;
+    std::string message;
+    bool operator==(const Log& o) const {
+        return level == o.level && rank == o.rank && message == o.message;
+    }
+};
+
+struct Status {
+    RunState state = RunState::starting;
+    int64_t step = 0;
+    std::optional<int64_t> total_steps;  ///< null when unknown (e.g. a duration in tokens)
+    double tokens_per_s = 0;
+    std::optional<double> eta_s;  ///< null when unknown
+    bool operator==(const Status& o) const {
+        return state == o.state && step == o.step && total_steps == o.total_steps &&
+               tokens_per_s == o.tokens_per_s && eta_s == o.eta_s;
+    }
+};
+
+/// A checkpoint was written completely (wire type "checkpoint").
+struct CheckpointSaved {
+    int64_t step = 0;
+    std::string path;
+    double duration_s = 0;
+    bool operator==(const CheckpointSaved& o) const {
+        return step == o.step && path == o.path && duration_s == o.duration_s;
+    }
+};
+
+/// A failure worth showing to the user; usually followed by bye{failed}.
+struct ErrorEvent {
+    std::string message;
+    bool operator==(const ErrorEvent& o) const { return message == o.message; }
+};
+
+/// Last event on a connection.
+struct Bye {
+    ExitReason exit_reason = ExitReason::finished;
+    bool operator==(const Bye& o) const { return exit_reason == o.exit_reason; }
+};
+
+using Event = std::variant<Hello, Metrics, Log, Status, CheckpointSaved, ErrorEvent, Bye>;
+
+// ---- commands: GUI -> engine -----------------------------------------------------------------
+
+/// Save a checkpoint at the next step boundary (wire type "checkpoint").
+struct SaveCheckpoint {
+    bool operator==(const SaveCheckpoint&) const { return true; }
+};
+
+/// Graceful stop: finish the step, save a final checkpoint unless `checkpoint` is false, exit 0.
+struct Stop {
+    bool checkpoint = true;
+    bool operator==(const Stop& o) const { return checkpoint == o.checkpoint; }
+};
+
+using Command = std::variant<SaveCheckpoint, Stop>;
+
+// ---- encoding --------------------------------------------------------------------------------
+
+struct DecodeError {
+    std::string reason;
+};
+
+using DecodedEvent = std::variant<Event, DecodeError>;
+using DecodedCommand = std::variant<Command, DecodeError>;
+
+/// The wire type of a message ("hello", "metrics", ..., "checkpoint", "stop").
+const char* type_name(const Event& e);
+const char* type_name(const Command& c);
+
+/// One line, '\n'-terminated. Invalid UTF-8 is replaced by U+FFFD; the `message` of log and
+/// error events is cut (at a character boundary) so that the line stays within kMaxLineBytes.
+std::string encode(const Event& e);
+std::string encode(const Command& c);
+
+/// Decodes one line (with or without its '\n'). Never throws.
+DecodedEvent decode_event(std::string_view line);
+DecodedCommand decode_command(std::string_view line);
+
+}  // namespace lathe::protocol

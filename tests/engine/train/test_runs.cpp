@@ -1,0 +1,340 @@
+// Training runs of the real lathe-engine: golden losses, learning, durations, metric files,
+// exact resume, checkpoint faults and retention, stability monitor.
+#include "engine_runner.h"
+
+#include <QDirIterator>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+#include <csignal>
+#include <sys/mount.h>
+
+using namespace lathe::testing;
+
+namespace {
+
+const QStringList kFast = {"launch.num_threads=1", "trainer.callbacks.speed_monitor.device_peak_flops=1e11"};
+
+QStringList args(const QString& run, QStringList extra) {
+    QStringList a = {"train", "tiny", "run_name=" + run};
+    a += kFast;
+    a += extra;
+    return a;
+}
+
+QString golden_path() { return qEnvironmentVariable("LATHE_SOURCE_DIR") + "/tests/assets/losses/tiny.json"; }
+
+}  // namespace
+
+class TestRuns : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString runs() const { return dir_.path(); }
+    QString folder(const QString& run) const { return dir_.path() + "/" + run; }
+
+private Q_SLOTS:
+    void goldenLosses() {
+        auto r = run_engine(args("golden", {"trainer.max_duration=20steps", "trainer.metrics_collect_interval=1"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        auto l = losses(read_metrics(folder("golden") + "/metrics.jsonl"));
+        QCOMPARE(l.size(), 20);
+        if (qEnvironmentVariableIsSet("LATHE_BLESS")) {
+            QJsonArray a;
+            for (double v : l) a.append(v);
+            QFile f(golden_path());
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QJsonDocument(QJsonObject{{"preset", "tiny"}, {"overrides", QJsonArray::fromStringList(kFast)},
+                                              {"first_20_losses", a}})
+                        .toJson());
+            QSKIP("golden losses re-blessed");
+        }
+        QFile f(golden_path());
+        QVERIFY2(f.open(QIODevice::ReadOnly), "missing tests/assets/losses/tiny.json (run with LATHE_BLESS=1)");
+        auto golden = QJsonDocument::fromJson(f.readAll()).object().value("first_20_losses").toArray();
+        QCOMPARE(golden.size(), 20);
+        int i = 0;
+        for (double v : l) {
+            double g = golden[i++].toDouble();
+            QVERIFY2(std::fabs(v - g) <= 1e-5 * std::fabs(g),
+                     qPrintable(QString("step %1: loss %2, golden %3 (re-bless with LATHE_BLESS=1 if intended)")
+                                    .arg(i).arg(v, 0, 'g', 10).arg(g, 0, 'g', 10)));
+        }
+    }
+
+    void tinyLearns() {
+        auto r = run_engine(args("learn", {"trainer.max_duration=200steps", "trainer.callbacks.checkpointer.enabled=false"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        auto l = losses(read_metrics(folder("learn") + "/metrics.jsonl"));
+        QVERIFY(l.contains(1) && l.contains(200));
+        // The byte unigram entropy of the built-in corpus is about 3 nats; the model must go far below.
+        QVERIFY2(l[200] < 0.4 * l[1] && l[200] < 1.5, qPrintable(QString("first %1, last %2").arg(l[1]).arg(l[200])));
+        QVERIFY(r.output.contains("Finished 'learn' at step 200/200"));
+    }
+
+    void durations_data() {
+        QTest::addColumn<QStringList>("extra");
+        QTest::addColumn<int>("last_step");
+        QTest::newRow("steps") << QStringList{"trainer.max_duration=7steps"} << 7;
+        // 5000 tokens at 2048 per step: the first step whose cumulative tokens >= 5000 is step 3.
+        QTest::newRow("tokens") << QStringList{"trainer.max_duration=5000tokens"} << 3;
+        // 20480 tokens -> 320 instances, 6 held out, 314 train -> 9 batches of 32 per epoch.
+        QTest::newRow("epochs") << QStringList{"trainer.max_duration=2epochs", "dataset.builtin_tokens=20480"} << 18;
+        QTest::newRow("hard stop") << QStringList{"trainer.max_duration=50steps", "trainer.hard_stop=4steps"} << 4;
+    }
+    void durations() {
+        QFETCH(QStringList, extra);
+        QFETCH(int, last_step);
+        static int n = 0;
+        QString run = QString("dur%1").arg(n++);
+        auto r = run_engine(args(run, extra + QStringList{"trainer.metrics_collect_interval=1",
+                                                          "trainer.callbacks.checkpointer.enabled=false"}),
+                            runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        auto l = losses(read_metrics(folder(run) + "/metrics.jsonl"));
+        QCOMPARE(l.lastKey(), qint64(last_step));
+        QCOMPARE(l.size(), last_step);
+    }
+
+    void metricsFileHasEveryStepOnce() {
+        auto r = run_engine(args("metrics", {"trainer.max_duration=50steps", "trainer.metrics_collect_interval=7",
+                                             "trainer.callbacks.checkpointer.save_interval=10"}),
+                            runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        bool dup = false;
+        auto m = read_metrics(folder("metrics") + "/metrics.jsonl", &dup);
+        QVERIFY(!dup);
+        for (int s = 1; s <= 50; ++s) {
+            QVERIFY2(m.contains(s), qPrintable(QString("step %1 missing").arg(s)));
+            for (const char* name : {"train/CE loss", "optim/total grad norm", "optim/LR (group 0)",
+                                     "throughput/total tokens", "memory/RSS (GiB)"}) {
+                QVERIFY2(m[s].contains(name), qPrintable(QString("step %1 lacks %2").arg(s).arg(name)));
+            }
+        }
+        QVERIFY(m[20].contains("checkpoint/save_duration_s"));
+        QVERIFY(m[30].contains("throughput/device/TPS"));
+        QVERIFY(QFile::exists(folder("metrics") + "/metrics.csv"));
+        QDir d(folder("metrics"));
+        QCOMPARE(d.entryList({"events.out.tfevents.*"}).size(), 1);
+    }
+
+    void exactResume_data() {
+        QTest::addColumn<QString>("launcher");  // "" = one process, else --nproc value
+        QTest::newRow("1 rank") << "";
+        QTest::newRow("2 ranks ddp") << "2";
+    }
+    void exactResume() {
+        QFETCH(QString, launcher);
+        auto cmd = [&](const QString& run, QStringList extra) {
+            QStringList a = args(run, QStringList{"trainer.max_duration=40steps", "trainer.metrics_collect_interval=1",
+                                                  "trainer.callbacks.checkpointer.save_interval=1000"} + extra);
+            if (!launcher.isEmpty()) {
+                a.removeFirst();
+                a = QStringList{"launch", "--nproc", launcher} + a;
+            }
+            return a;
+        };
+        QString one = "once" + launcher, two = "twice" + launcher;
+        auto r = run_engine(cmd(one, {}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        r = run_engine(cmd(two, {"trainer.hard_stop=20steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(QFile::exists(folder(two) + "/step20/.metadata.json"));
+        r = run_engine(cmd(two, {}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(r.output.contains("loaded checkpoint"));
+        auto a = losses(read_metrics(folder(one) + "/metrics.jsonl"));
+        auto b = losses(read_metrics(folder(two) + "/metrics.jsonl"));
+        QCOMPARE(a.size(), 40);
+        QCOMPARE(b.size(), 40);
+        for (int s = 1; s <= 40; ++s) QVERIFY2(a[s] == b[s], qPrintable(QString("step %1: %2 vs %3").arg(s).arg(a[s], 0, 'g', 17).arg(b[s], 0, 'g', 17)));
+        auto wa = tensor_checksums(folder(one) + "/step40/model_and_optim/rank0.lathe");
+        auto wb = tensor_checksums(folder(two) + "/step40/model_and_optim/rank0.lathe");
+        QVERIFY(wa.size() > 10);
+        QCOMPARE(wa, wb);
+    }
+
+    void resumeAtDifferentWorldSize() {
+        auto r = run_engine({"launch", "--nproc", "2", "tiny", "run_name=reshard", "trainer.max_duration=20steps",
+                             "trainer.hard_stop=10steps", "launch.num_threads=1"}, runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        r = run_engine(args("reshard", {"trainer.max_duration=20steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains("written by 2 rank(s), this run has 1"), qPrintable(r.output));
+        QVERIFY(r.output.contains("loaded checkpoint"));
+        QVERIFY(QFile::exists(folder("reshard") + "/step20/.metadata.json"));
+    }
+
+    void corruptCheckpointFallsBack() {
+        auto r = run_engine(args("corrupt", {"trainer.max_duration=30steps", "trainer.hard_stop=10steps",
+                                             "trainer.callbacks.checkpointer.save_interval=5",
+                                             "trainer.callbacks.checkpointer.save_async=false"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QString bad = folder("corrupt") + "/step10/model_and_optim/rank0.lathe";
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::ReadWrite));
+        f.resize(f.size() / 2);  // truncated
+        f.close();
+        // load_path pointing at the broken one with "always": a clear error naming the file.
+        auto fail = run_engine(args("other", {"trainer.load_path=" + folder("corrupt") + "/step10",
+                                              "trainer.load_strategy=always", "trainer.max_duration=30steps"}), runs());
+        QCOMPARE(fail.exit_code, 1);
+        QVERIFY2(fail.output.contains(bad) && fail.output.contains("truncated"), qPrintable(fail.output));
+        // if_available: fall back to step5 with a warning and train on.
+        r = run_engine(args("corrupt", {"trainer.max_duration=30steps", "trainer.hard_stop=12steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains("falling back to " + folder("corrupt") + "/step5"), qPrintable(r.output));
+        QVERIFY(r.output.contains("loaded checkpoint " + folder("corrupt") + "/step5"));
+    }
+
+    void partialCheckpointsAreCleanedUp() {
+        auto r = run_engine(args("partial", {"trainer.max_duration=30steps", "trainer.hard_stop=5steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        // What a SIGKILL during a save leaves: a -tmp folder, and a renamed folder without metadata.
+        QDir().mkpath(folder("partial") + "/step9-tmp/train");
+        QDir().mkpath(folder("partial") + "/step8/model_and_optim");
+        r = run_engine(args("partial", {"trainer.max_duration=30steps", "trainer.hard_stop=6steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(r.output.contains("removed partial checkpoint " + folder("partial") + "/step9-tmp"));
+        QVERIFY(r.output.contains("removed partial checkpoint " + folder("partial") + "/step8"));
+        QVERIFY(r.output.contains("loaded checkpoint " + folder("partial") + "/step5"));
+        QVERIFY(!QDir(folder("partial") + "/step9-tmp").exists());
+    }
+
+    void killDuringSaveKeepsEarlierCheckpoints() {
+        // Save every step and SIGKILL the engine mid-run: whatever it was writing must not count.
+        QProcess p;
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert("LATHE_RUNS_DIR", runs());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(engine_path(), args("killed", {"trainer.max_duration=1000steps",
+                                               "trainer.callbacks.checkpointer.save_interval=1",
+                                               "trainer.callbacks.checkpointer.max_checkpoints=1000"}));
+        QVERIFY(p.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(QDir(folder("killed")).entryList({"step*"}).size() >= 4, 60000);
+        ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
+        p.waitForFinished();
+        auto r = run_engine(args("killed", {"trainer.max_duration=1000steps", "trainer.hard_stop=1steps"}), runs());
+        // hard_stop is already passed after loading: the run loads the newest complete one and stops.
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(r.output.contains("loaded checkpoint"));
+        for (const auto& name : QDir(folder("killed")).entryList({"step*"}, QDir::Dirs)) {
+            QVERIFY2(!name.endsWith("-tmp"), qPrintable(name));
+            QVERIFY2(QFile::exists(folder("killed") + "/" + name + "/.metadata.json"), qPrintable(name));
+        }
+    }
+
+    void diskFullDuringSave() {
+        QString mnt = runs() + "/small";
+        QDir().mkpath(mnt);
+        if (::mount("tmpfs", mnt.toUtf8().constData(), "tmpfs", 0, "size=3m") != 0) {
+            QSKIP("cannot mount a tmpfs here (needs root)");
+        }
+        auto r = run_engine(args("full", {"trainer.save_folder=" + mnt + "/full", "trainer.max_duration=40steps",
+                                          "trainer.callbacks.checkpointer.save_interval=2",
+                                          "trainer.callbacks.checkpointer.max_checkpoints=1000",
+                                          "trainer.callbacks.checkpointer.save_async=false"}), runs());
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.output.contains("No space left on device"), qPrintable(r.output));
+        // Earlier checkpoints are intact; no partial one is left; they still load.
+        auto names = QDir(mnt + "/full").entryList({"step*"}, QDir::Dirs);
+        QVERIFY(!names.isEmpty());
+        for (const auto& n : names) QVERIFY2(QFile::exists(mnt + "/full/" + n + "/.metadata.json"), qPrintable(n));
+        QString status = QString::fromUtf8([&] { QFile f(mnt + "/full/status.json"); f.open(QIODevice::ReadOnly); return f.readAll(); }());
+        QVERIFY2(status.contains("\"failed\""), qPrintable(status));
+        QString keep = QDir(runs()).filePath("kept");
+        QVERIFY(QDir().rename(mnt + "/full", keep) || QProcess::execute("cp", {"-r", mnt + "/full", keep}) == 0);
+        ::umount(mnt.toUtf8().constData());
+        auto again = run_engine(args("full2", {"trainer.load_path=" + keep, "trainer.max_duration=40steps",
+                                               "trainer.hard_stop=1steps"}), runs());
+        QVERIFY2(again.exit_code == 0 && again.output.contains("loaded checkpoint"), qPrintable(again.output));
+    }
+
+    void retention() {
+        auto r = run_engine(args("keep", {"trainer.max_duration=20steps", "trainer.callbacks.checkpointer.save_interval=5",
+                                          "trainer.callbacks.checkpointer.ephemeral_save_interval=2",
+                                          "trainer.callbacks.checkpointer.max_checkpoints=2"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        auto names = QDir(folder("keep")).entryList({"step*"}, QDir::Dirs, QDir::Name);
+        QCOMPARE(names, QStringList({"step15", "step20"}));
+    }
+
+    void stabilityMonitor_data() {
+        QTest::addColumn<QString>("action");
+        QTest::addColumn<int>("exit_code");
+        QTest::newRow("skip") << "skip" << 0;
+        QTest::newRow("stop") << "stop" << 1;
+    }
+    void stabilityMonitor() {
+        QFETCH(QString, action);
+        QFETCH(int, exit_code);
+        QString run = "nan-" + action;
+        auto r = run_engine(args(run, {"trainer.max_duration=10steps", "trainer.metrics_collect_interval=1",
+                                       "trainer.callbacks.stability_monitor.non_finite_grads=" + action}),
+                            runs(), {{"LATHE_INJECT_NAN_STEP", "5"}});
+        QCOMPARE(r.exit_code, exit_code);
+        QVERIFY2(r.output.contains("non-finite gradient norm (nan) at step 5"), qPrintable(r.output));
+        if (action == "skip") {
+            auto m = read_metrics(folder(run) + "/metrics.jsonl");
+            QCOMPARE(m[5].value("optim/step skipped").toDouble(), 1.0);
+            QVERIFY(!m[4].contains("optim/step skipped"));
+            QVERIFY(std::isfinite(m[10].value("train/CE loss").toDouble()));
+        }
+    }
+
+    void badDataFileIsNamed() {
+        QString empty = runs() + "/empty.txt";
+        QFile(empty).open(QIODevice::WriteOnly);
+        auto r = run_engine(args("bad", {"dataset.source=text", "dataset.paths=[" + empty + "]"}), runs());
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.output.contains(empty + ": file is empty"), qPrintable(r.output));
+    }
+
+    void textSourceTrains() {
+        QString text = runs() + "/corpus.txt";
+        QFile f(text);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 2000; ++i) f.write("the quick brown fox jumps over the lazy dog. ");
+        f.close();
+        auto r = run_engine(args("text", {"dataset.source=text", "dataset.paths=[" + text + "]",
+                                          "trainer.max_duration=30steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        auto l = losses(read_metrics(folder("text") + "/metrics.jsonl"));
+        QVERIFY(l.last() < l.first());
+    }
+
+    void numpySourceTrains() {
+        QString path = runs() + "/tokens.npy";
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        QVector<quint16> tokens;
+        for (int i = 0; i < 40000; ++i) tokens.append(static_cast<quint16>((i * 7) % 300));
+        f.write(reinterpret_cast<const char*>(tokens.constData()), tokens.size() * 2);
+        f.close();
+        auto r = run_engine(args("npy", {"dataset.source=numpy", "dataset.paths=[" + path + "]", "model.vocab_size=512",
+                                         "trainer.max_duration=10steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        // A token beyond the vocabulary is named with its file and position.
+        auto bad = run_engine(args("npy2", {"dataset.source=numpy", "dataset.paths=[" + path + "]",
+                                            "model.vocab_size=256", "trainer.max_duration=10steps"}), runs());
+        QCOMPARE(bad.exit_code, 1);
+        QVERIFY2(bad.output.contains(path + ": token") && bad.output.contains("outside the vocabulary"), qPrintable(bad.output));
+    }
+
+    void inspect() {
+        auto r = run_engine(args("insp", {"trainer.max_duration=5steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        auto i = run_engine({"inspect", folder("insp") + "/step5"}, runs());
+        QCOMPARE(i.exit_code, 0);
+        auto o = QJsonDocument::fromJson(i.output.toUtf8()).object();
+        QCOMPARE(o.value("global_step").toInt(), 5);
+        QCOMPARE(o.value("complete").toBool(), true);
+        QCOMPARE(o.value("world_size").toInt(), 1);
+        QVERIFY(o.value("total_bytes").toInteger() > 100000);
+        QVERIFY(o.value("config").toObject().value("model").toString().contains("64d x 2 layers"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRuns)
+#include "test_runs.moc"

@@ -1,0 +1,87 @@
+// Runs the real lathe-engine as a child process and reads what it wrote (tests only).
+#pragma once
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QMap>
+#include <QProcess>
+#include <QProcessEnvironment>
+#include <QStringList>
+#include <QtTest>
+
+namespace lathe::testing {
+
+inline QString engine_path() { return qEnvironmentVariable("LATHE_BIN_DIR") + "/lathe-engine"; }
+
+struct EngineRun {
+    int exit_code = -1;
+    bool finished = false;
+    QString output;
+};
+
+/// Runs `lathe-engine args...` with LATHE_RUNS_DIR=runs_dir; stdout and stderr merged.
+inline EngineRun run_engine(const QStringList& args, const QString& runs_dir,
+                            const QMap<QString, QString>& env = {}, int timeout_ms = 240000) {
+    QProcess p;
+    auto e = QProcessEnvironment::systemEnvironment();
+    e.insert("LATHE_RUNS_DIR", runs_dir);
+    for (auto it = env.begin(); it != env.end(); ++it) e.insert(it.key(), it.value());
+    p.setProcessEnvironment(e);
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(engine_path(), args);
+    EngineRun r;
+    r.finished = p.waitForFinished(timeout_ms);
+    if (!r.finished) {
+        p.kill();
+        p.waitForFinished();
+    }
+    r.output = QString::fromUtf8(p.readAll());
+    r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    return r;
+}
+
+/// step -> values of a run's metrics.jsonl; fails the test on a step seen twice.
+inline QMap<qint64, QJsonObject> read_metrics(const QString& path, bool* duplicate = nullptr) {
+    QMap<qint64, QJsonObject> out;
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return out;
+    while (!f.atEnd()) {
+        QByteArray line = f.readLine().trimmed();
+        if (line.isEmpty()) continue;
+        auto o = QJsonDocument::fromJson(line).object();
+        qint64 step = o.value("step").toInteger();
+        if (out.contains(step) && duplicate) *duplicate = true;
+        out[step] = o.value("values").toObject();
+    }
+    return out;
+}
+
+/// The train/CE loss of each step that has one, in step order.
+inline QMap<qint64, double> losses(const QMap<qint64, QJsonObject>& m) {
+    QMap<qint64, double> out;
+    for (auto it = m.begin(); it != m.end(); ++it) {
+        if (it.value().contains("train/CE loss")) out[it.key()] = it.value().value("train/CE loss").toDouble();
+    }
+    return out;
+}
+
+/// Per-tensor checksums of a Lathe tensor file (from its header), to compare weights exactly.
+inline QMap<QString, qint64> tensor_checksums(const QString& path) {
+    QMap<QString, qint64> out;
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return out;
+    QByteArray head = f.read(16);
+    if (head.size() < 16) return out;
+    quint64 hlen = 0;
+    memcpy(&hlen, head.constData() + 8, 8);
+    auto doc = QJsonDocument::fromJson(f.read(static_cast<qint64>(hlen)));
+    for (const auto& t : doc.object().value("tensors").toArray()) {
+        auto o = t.toObject();
+        out[o.value("name").toString()] = o.value("crc32c").toInteger();
+    }
+    return out;
+}
+
+}  // namespace lathe::testing

@@ -1,0 +1,485 @@
+#include "config/config_editor.h"
+
+#include <QComboBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFontDatabase>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QSaveFile>
+#include <QScrollArea>
+#include <QStyle>
+#include <QTabWidget>
+#include <QTimer>
+#include <QToolButton>
+#include <QUndoCommand>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+namespace lathe::ui {
+namespace cfg = lathe::config;
+
+namespace {
+
+QString toQ(const std::string& s) { return QString::fromStdString(s); }
+
+// Commands that merge while the same field is being typed into.
+bool mergesWhileTyping(FieldSpec::Kind k) {
+    return k != FieldSpec::Kind::Bool && k != FieldSpec::Kind::Enum;
+}
+
+}  // namespace
+
+/// One field edit. The first redo() comes from push(): the editor already shows the value.
+class SetFieldCommand : public QUndoCommand {
+public:
+    SetFieldCommand(ConfigEditor* editor, QString path, Json before, Json after, bool merges)
+        : QUndoCommand(QObject::tr("Edit %1").arg(path)),
+          editor_(editor),
+          path_(std::move(path)),
+          before_(std::move(before)),
+          after_(std::move(after)),
+          merges_(merges) {}
+    int id() const override { return 1; }
+    bool mergeWith(const QUndoCommand* other) override {
+        auto* o = static_cast<const SetFieldCommand*>(other);
+        if (!merges_ || o->path_ != path_) return false;
+        after_ = o->after_;
+        return true;
+    }
+    void redo() override {
+        editor_->applyField(path_, after_, !first_);
+        first_ = false;
+    }
+    void undo() override { editor_->applyField(path_, before_, true); }
+
+private:
+    ConfigEditor* editor_;
+    QString path_;
+    Json before_, after_;
+    bool merges_;
+    bool first_ = true;
+};
+
+/// A whole new document: a preset, an opened file.
+class ReplaceDocumentCommand : public QUndoCommand {
+public:
+    ReplaceDocumentCommand(ConfigEditor* editor, const QString& text, Json after,
+                           QString afterPreset, Json afterPresetDoc)
+        : QUndoCommand(text),
+          editor_(editor),
+          before_(editor->doc_),
+          after_(std::move(after)),
+          beforePreset_(editor->preset_),
+          afterPreset_(std::move(afterPreset)),
+          beforePresetDoc_(editor->presetDoc_),
+          afterPresetDoc_(std::move(afterPresetDoc)) {}
+    void redo() override { editor_->applyDocument(after_, afterPreset_, afterPresetDoc_); }
+    void undo() override { editor_->applyDocument(before_, beforePreset_, beforePresetDoc_); }
+
+private:
+    ConfigEditor* editor_;
+    Json before_, after_;
+    QString beforePreset_, afterPreset_;
+    Json beforePresetDoc_, afterPresetDoc_;
+};
+
+ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
+    root_ = parseSchema(cfg::json_schema());
+    undo_ = new QUndoStack(this);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+
+    // Presets and files.
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(new QLabel(tr("Preset:"), this));
+    presetBox_ = new QComboBox(this);
+    presetBox_->setObjectName(QStringLiteral("presetBox"));
+    for (const auto& n : cfg::preset_names()) presetBox_->addItem(toQ(n));
+    presetBox_->setToolTip(tr("Start from a built-in preset; fields that differ from it are "
+                              "marked with ●."));
+    bar->addWidget(presetBox_, 1);
+    auto tool = [&](QStyle::StandardPixmap icon, const QString& tip) {
+        auto* b = new QToolButton(this);
+        b->setIcon(style()->standardIcon(icon));
+        b->setToolTip(tip);
+        b->setAutoRaise(true);
+        bar->addWidget(b);
+        return b;
+    };
+    auto* open = tool(QStyle::SP_DialogOpenButton, tr("Open a config (JSON or YAML)"));
+    auto* save = tool(QStyle::SP_DialogSaveButton, tr("Save the config (JSON or YAML)"));
+    auto* undoButton = tool(QStyle::SP_ArrowBack, tr("Undo"));
+    auto* redoButton = tool(QStyle::SP_ArrowForward, tr("Redo"));
+    layout->addLayout(bar);
+    connect(open, &QToolButton::clicked, this, &ConfigEditor::openInteractive);
+    connect(save, &QToolButton::clicked, this, &ConfigEditor::saveInteractive);
+    connect(undoButton, &QToolButton::clicked, undo_, &QUndoStack::undo);
+    connect(redoButton, &QToolButton::clicked, undo_, &QUndoStack::redo);
+    connect(undo_, &QUndoStack::canUndoChanged, undoButton, &QToolButton::setEnabled);
+    connect(undo_, &QUndoStack::canRedoChanged, redoButton, &QToolButton::setEnabled);
+    undoButton->setEnabled(false);
+    redoButton->setEnabled(false);
+
+    // The form, and the resolved JSON.
+    tabs_ = new QTabWidget(this);
+    auto* scroll = new QScrollArea(tabs_);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    auto* content = new QWidget(scroll);
+    auto* contentLayout = new QVBoxLayout(content);
+    contentLayout->setContentsMargins(2, 2, 2, 2);
+    contentLayout->setSpacing(6);
+    // Top-level scalars first, as "general".
+    FieldSpec general;
+    general.kind = FieldSpec::Kind::Group;
+    general.key = tr("general");
+    general.description = tr("Name and seed of the run.");
+    for (const auto& c : root_.children)
+        if (c.kind != FieldSpec::Kind::Group) general.children.push_back(c);
+    if (!general.children.empty()) contentLayout->addWidget(buildGroup(general, 0));
+    for (const auto& c : root_.children)
+        if (c.kind == FieldSpec::Kind::Group) contentLayout->addWidget(buildGroup(c, 0));
+    contentLayout->addStretch(1);
+    scroll->setWidget(content);
+    tabs_->addTab(scroll, tr("Settings"));
+    resolved_ = new QPlainTextEdit(tabs_);
+    resolved_->setObjectName(QStringLiteral("resolvedJson"));
+    resolved_->setReadOnly(true);
+    resolved_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    resolved_->setToolTip(tr("The config as the engine will read it (read-only)."));
+    tabs_->addTab(resolved_, tr("Resolved JSON"));
+    layout->addWidget(tabs_, 1);
+
+    summary_ = new QLabel(this);
+    summary_->setObjectName(QStringLiteral("validationSummary"));
+    layout->addWidget(summary_);
+    problems_ = new QListWidget(this);
+    problems_->setObjectName(QStringLiteral("problems"));
+    problems_->setMaximumHeight(problems_->fontMetrics().height() * 6);
+    problems_->hide();
+    layout->addWidget(problems_);
+    connect(problems_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
+        revealField(item->data(Qt::UserRole).toString());
+    });
+    connect(problems_, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
+        revealField(item->data(Qt::UserRole).toString());
+    });
+
+    connect(presetBox_, &QComboBox::activated, this,
+            [this](int) { loadPreset(presetBox_->currentText()); });
+
+    // The initial preset is not an edit.
+    const QString initial = QString::fromLatin1(cfg::kDefaultPreset);
+    const auto text = cfg::preset_text(initial.toStdString());
+    Json presetDoc = cfg::to_json(cfg::load(initial.toStdString()).config);
+    applyDocument(presetDoc, initial, presetDoc);
+    Q_UNUSED(text);
+}
+
+QWidget* ConfigEditor::buildGroup(const FieldSpec& group, int depth) {
+    auto* box = new QWidget(this);
+    auto* v = new QVBoxLayout(box);
+    v->setContentsMargins(depth > 0 ? 12 : 0, 0, 0, 0);
+    v->setSpacing(2);
+
+    auto* header = new QHBoxLayout;
+    auto* toggle = new QToolButton(box);
+    toggle->setObjectName(QStringLiteral("section:") + group.path);
+    toggle->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    toggle->setAutoRaise(true);
+    toggle->setCheckable(true);
+    toggle->setText(group.key);
+    QFont f = toggle->font();
+    f.setBold(true);
+    if (depth == 0) f.setPointSizeF(f.pointSizeF() * 1.1);
+    toggle->setFont(f);
+    toggle->setToolTip(group.description);
+    header->addWidget(toggle);
+    FieldEditor* enabled = nullptr;
+    if (group.isSwitchable()) {
+        enabled = new FieldEditor(*group.child(QStringLiteral("enabled")), box);
+        enabled->setToolTip(tr("enabled: %1").arg(group.child(QStringLiteral("enabled"))->description));
+        editors_.insert(enabled->spec().path, enabled);
+        connect(enabled, &FieldEditor::edited, this, [this, enabled] { onEdited(enabled); });
+        header->addWidget(enabled);
+    }
+    auto* desc = new QLabel(group.description, box);
+    desc->setEnabled(false);  // the palette's disabled text: a quiet grey in light and dark themes
+    desc->setTextInteractionFlags(Qt::NoTextInteraction);
+    header->addWidget(desc, 1);
+    v->addLayout(header);
+
+    auto* body = new QWidget(box);
+    auto* bodyLayout = new QVBoxLayout(body);
+    bodyLayout->setContentsMargins(0, 0, 0, 0);
+    bodyLayout->setSpacing(2);
+    auto* form = new QFormLayout;
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    form->setLabelAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    form->setContentsMargins(depth > 0 ? 12 : 4, 0, 0, 0);
+    bodyLayout->addLayout(form);
+    for (const auto& c : group.children) {
+        if (c.kind == FieldSpec::Kind::Group) continue;
+        if (enabled && c.key == QLatin1String("enabled")) continue;
+        addFieldRow(form, c, body);
+    }
+    for (const auto& c : group.children)
+        if (c.kind == FieldSpec::Kind::Group) bodyLayout->addWidget(buildGroup(c, depth + 1));
+    v->addWidget(body);
+
+    connect(toggle, &QToolButton::toggled, this, [toggle, body](bool open) {
+        toggle->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
+        body->setVisible(open);
+    });
+    const bool open = depth == 0;
+    toggle->setChecked(open);
+    toggle->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
+    body->setVisible(open);
+    if (!group.path.isEmpty()) toggles_.insert(group.path, toggle);
+    if (enabled) groupBodies_.insert(group.path, body);
+    return box;
+}
+
+void ConfigEditor::addFieldRow(QFormLayout* form, const FieldSpec& f, QWidget* parent) {
+    auto* editor = new FieldEditor(f, parent);
+    auto* label = new QLabel(f.key, parent);
+    label->setToolTip(f.description);
+    label->setBuddy(editor->input());
+    editors_.insert(f.path, editor);
+    labels_.insert(f.path, label);
+    form->addRow(label, editor);
+    connect(editor, &FieldEditor::edited, this, [this, editor] { onEdited(editor); });
+}
+
+void ConfigEditor::onEdited(FieldEditor* editor) {
+    const QString path = editor->spec().path;
+    Json before = valueAt(doc_, path);
+    Json after = editor->value();
+    if (before == after) return;
+    undo_->push(new SetFieldCommand(this, path, std::move(before), std::move(after),
+                                    mergesWhileTyping(editor->spec().kind)));
+}
+
+void ConfigEditor::editField(const QString& path, const Json& value) {
+    Json before = valueAt(doc_, path);
+    if (before == value) return;
+    undo_->push(new SetFieldCommand(this, path, std::move(before), value, false));
+    // The command's first redo() leaves the editor alone: show the value now.
+    if (auto* e = editors_.value(path)) e->setValue(value);
+}
+
+void ConfigEditor::applyField(const QString& path, const Json& value, bool updateEditor) {
+    setValueAt(doc_, path, value);
+    if (updateEditor) {
+        if (auto* e = editors_.value(path)) e->setValue(value);
+    }
+    updateSwitches();
+    revalidate();
+    updateMarkers();
+    Q_EMIT documentChanged();
+}
+
+void ConfigEditor::applyDocument(const Json& doc, const QString& preset, const Json& presetDoc) {
+    doc_ = doc;
+    preset_ = preset;
+    presetDoc_ = presetDoc;
+    {
+        QSignalBlocker block(presetBox_);
+        presetBox_->setCurrentText(preset);
+    }
+    refreshEditors();
+    updateSwitches();
+    revalidate();
+    updateMarkers();
+    Q_EMIT documentChanged();
+}
+
+void ConfigEditor::refreshEditors() {
+    for (auto it = editors_.begin(); it != editors_.end(); ++it)
+        it.value()->setValue(valueAt(doc_, it.key()));
+}
+
+void ConfigEditor::updateSwitches() {
+    for (auto it = groupBodies_.begin(); it != groupBodies_.end(); ++it) {
+        const Json on = valueAt(doc_, it.key() + QStringLiteral(".enabled"));
+        it.value()->setEnabled(!on.is_boolean() || on.get<bool>());
+    }
+}
+
+void ConfigEditor::revalidate() {
+    cfg::Loaded loaded = cfg::load_document(doc_, "editor");
+    issues_ = loaded.issues;
+    QHash<QString, QStringList> byField;
+    problems_->clear();
+    for (const auto& issue : issues_) {
+        const QString path = toQ(issue.path);
+        const QString field = fieldForIssue(root_, path);
+        QString msg = toQ(issue.message);
+        if (!field.isEmpty() && path != field) msg = path.mid(field.size()) + QStringLiteral(": ") + msg;
+        if (!field.isEmpty() && msg.startsWith(QLatin1Char('.'))) msg.remove(0, 1);
+        if (!field.isEmpty()) byField[field] << msg;
+        auto* item = new QListWidgetItem(toQ(issue.to_string()), problems_);
+        item->setData(Qt::UserRole, field);
+        item->setIcon(style()->standardIcon(QStyle::SP_MessageBoxWarning));
+    }
+    for (auto it = editors_.begin(); it != editors_.end(); ++it)
+        it.value()->setIssue(byField.value(it.key()).join(QLatin1Char('\n')));
+    problems_->setVisible(!issues_.empty());
+    summary_->setText(issues_.empty()
+                          ? tr("✔ The config is valid.")
+                          : tr("✖ %n problem(s): the run cannot start until they are fixed.",
+                               nullptr, int(issues_.size())));
+    resolved_->setPlainText(toQ(cfg::to_json(loaded.config).dump(2)));
+    const bool valid = issues_.empty();
+    if (valid != valid_) {
+        valid_ = valid;
+        Q_EMIT validityChanged(valid);
+    }
+}
+
+bool ConfigEditor::isChangedFromPreset(const QString& path) const {
+    return valueAt(doc_, path) != valueAt(presetDoc_, path);
+}
+
+void ConfigEditor::updateMarkers() {
+    for (auto it = editors_.begin(); it != editors_.end(); ++it) {
+        const QString& path = it.key();
+        const bool changed = isChangedFromPreset(path);
+        QLabel* label = labels_.value(path);
+        QWidget* target = label ? static_cast<QWidget*>(label) : it.value();
+        if (target->property("changed").toBool() == changed && target->property("changed").isValid())
+            continue;
+        target->setProperty("changed", changed);
+        QFont f = target->font();
+        f.setBold(changed);
+        target->setFont(f);
+        const QString desc = it.value()->spec().description;
+        if (label) {
+            label->setText(changed ? QStringLiteral("● ") + it.value()->spec().key
+                                   : it.value()->spec().key);
+        }
+        target->setToolTip(changed ? tr("%1\nChanged from the preset '%2' (preset value: %3)")
+                                         .arg(desc, preset_,
+                                              toQ(valueAt(presetDoc_, path).dump()))
+                                   : desc);
+    }
+}
+
+Json ConfigEditor::completeDocument(const Json& raw) const {
+    Json base = cfg::to_json(cfg::load_document(raw).config);
+    return deepMerge(base, raw);
+}
+
+Json ConfigEditor::resolvedJson() const { return cfg::to_json(cfg::load_document(doc_).config); }
+
+void ConfigEditor::setDocument(const Json& doc) {
+    undo_->push(new ReplaceDocumentCommand(this, tr("Replace the config"), completeDocument(doc),
+                                           preset_, presetDoc_));
+}
+
+bool ConfigEditor::loadPreset(const QString& name) {
+    cfg::Loaded l = cfg::load(name.toStdString());
+    if (!cfg::preset_text(name.toStdString()) || !l.ok()) return false;
+    Json doc = cfg::to_json(l.config);
+    undo_->push(new ReplaceDocumentCommand(this, tr("Preset %1").arg(name), doc, name, doc));
+    return true;
+}
+
+bool ConfigEditor::openFile(const QString& path, QString* error) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        if (error) *error = tr("Cannot read %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    const std::string text = f.readAll().toStdString();
+    std::vector<cfg::Issue> issues;
+    const std::string p = path.toStdString();
+    Json raw = cfg::parse_document(text, cfg::format_for_path(p), p, issues);
+    if (!issues.empty() || !raw.is_object()) {
+        if (error)
+            *error = issues.empty() ? tr("%1: the config must be an object").arg(path)
+                                    : toQ(issues.front().to_string());
+        return false;
+    }
+    undo_->push(new ReplaceDocumentCommand(this, tr("Open %1").arg(QFileInfo(path).fileName()),
+                                           completeDocument(raw), preset_, presetDoc_));
+    file_ = path;
+    Q_EMIT currentFileChanged(file_);
+    return true;
+}
+
+bool ConfigEditor::saveFile(const QString& path, QString* error) {
+    QSaveFile f(path);
+    const std::string text = cfg::dump_document(doc_, cfg::format_for_path(path.toStdString()));
+    if (!f.open(QIODevice::WriteOnly) || f.write(QByteArray::fromStdString(text)) < 0 ||
+        !f.commit()) {
+        if (error) *error = tr("Cannot write %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    file_ = path;
+    undo_->setClean();
+    Q_EMIT currentFileChanged(file_);
+    return true;
+}
+
+void ConfigEditor::openInteractive() {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open config"), QFileInfo(file_).path(),
+        tr("Configs (*.json *.yaml *.yml);;All files (*)"));
+    if (path.isEmpty()) return;
+    QString error;
+    if (!openFile(path, &error)) QMessageBox::warning(this, tr("Open config"), error);
+}
+
+bool ConfigEditor::saveInteractive() {
+    if (file_.isEmpty()) return saveAsInteractive();
+    QString error;
+    if (!saveFile(file_, &error)) {
+        QMessageBox::warning(this, tr("Save config"), error);
+        return false;
+    }
+    return true;
+}
+
+bool ConfigEditor::saveAsInteractive() {
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save config"), file_.isEmpty() ? QStringLiteral("config.yaml") : file_,
+        tr("YAML (*.yaml *.yml);;JSON (*.json)"));
+    if (path.isEmpty()) return false;
+    QString error;
+    if (!saveFile(path, &error)) {
+        QMessageBox::warning(this, tr("Save config"), error);
+        return false;
+    }
+    return true;
+}
+
+void ConfigEditor::revealField(const QString& path) {
+    if (path.isEmpty()) return;
+    tabs_->setCurrentIndex(0);
+    QString prefix;
+    for (const QString& part : path.split(QLatin1Char('.'))) {
+        prefix = prefix.isEmpty() ? part : prefix + QLatin1Char('.') + part;
+        if (auto* t = toggles_.value(prefix)) t->setChecked(true);
+    }
+    if (auto* e = editors_.value(path)) {
+        QTimer::singleShot(0, e, [e] {
+            for (QWidget* w = e->parentWidget(); w; w = w->parentWidget()) {
+                if (auto* area = qobject_cast<QScrollArea*>(w)) {
+                    area->ensureWidgetVisible(e);
+                    break;
+                }
+            }
+            e->setFocus();
+        });
+    }
+}
+
+}  // namespace lathe::ui

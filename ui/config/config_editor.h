@@ -1,0 +1,106 @@
+// ConfigEditor: the form editor of an ExperimentConfig, generated from lathe_config's JSON Schema.
+// Sections per top-level group (nested groups collapsible; callbacks switched on and off from
+// their header), typed field editors with the description as tooltip, validation on every edit
+// through lathe::config::load_document() with the invalid field marked and the reason shown,
+// markers on values that differ from the chosen preset, presets, open/save JSON or YAML,
+// undo/redo, and a read-only view of the resolved JSON.
+#pragma once
+
+#include "config/field_editor.h"
+#include "config/schema_fields.h"
+
+#include <QHash>
+#include <QWidget>
+
+#include <vector>
+
+class QComboBox;
+class QFormLayout;
+class QLabel;
+class QListWidget;
+class QPlainTextEdit;
+class QTabWidget;
+class QUndoStack;
+class QVBoxLayout;
+
+namespace lathe::ui {
+
+class ConfigEditor : public QWidget {
+    Q_OBJECT
+
+public:
+    explicit ConfigEditor(QWidget* parent = nullptr);
+
+    /// The document being edited: every field (canonical), plus whatever invalid values the user
+    /// typed or a file held.
+    const Json& document() const { return doc_; }
+    /// The config as the engine would resolve it (defaults for anything invalid).
+    Json resolvedJson() const;
+    const std::vector<lathe::config::Issue>& issues() const { return issues_; }
+    bool isValid() const { return issues_.empty(); }
+
+    /// Replaces the document (undoable). Missing fields get their defaults; values are kept as
+    /// given, valid or not.
+    void setDocument(const Json& doc);
+    /// Loads a preset and makes it the baseline of the "changed" markers (undoable).
+    bool loadPreset(const QString& name);
+    QString presetName() const { return preset_; }
+    bool openFile(const QString& path, QString* error = nullptr);
+    bool saveFile(const QString& path, QString* error = nullptr);
+    QString currentFile() const { return file_; }
+
+    FieldEditor* editorFor(const QString& path) const { return editors_.value(path); }
+    /// Whether the field differs from the preset (its label carries the marker).
+    bool isChangedFromPreset(const QString& path) const;
+    QUndoStack* undoStack() const { return undo_; }
+    const FieldSpec& schema() const { return root_; }
+    /// Sets a field as if the user had edited it (undoable).
+    void editField(const QString& path, const Json& value);
+
+public Q_SLOTS:
+    void openInteractive();
+    bool saveInteractive();
+    bool saveAsInteractive();
+
+Q_SIGNALS:
+    void validityChanged(bool valid);
+    void documentChanged();
+    void currentFileChanged(const QString& path);
+
+private:
+    friend class SetFieldCommand;
+    friend class ReplaceDocumentCommand;
+
+    QWidget* buildGroup(const FieldSpec& group, int depth);
+    void addFieldRow(QFormLayout* form, const FieldSpec& f, QWidget* parent);
+    void onEdited(FieldEditor* editor);
+    void applyField(const QString& path, const Json& value, bool updateEditor);
+    void applyDocument(const Json& doc, const QString& preset, const Json& presetDoc);
+    void refreshEditors();
+    void revalidate();
+    void updateMarkers();
+    Json completeDocument(const Json& raw) const;
+    void updateSwitches();
+    void revealField(const QString& path);
+
+    FieldSpec root_;
+    Json doc_;
+    Json presetDoc_;
+    QString preset_;
+    QString file_;
+    std::vector<lathe::config::Issue> issues_;
+    bool valid_ = true;
+
+    QHash<QString, FieldEditor*> editors_;
+    QHash<QString, QLabel*> labels_;
+    QHash<QString, QWidget*> groupBodies_;  // switchable groups: greyed when disabled
+    QHash<QString, class QToolButton*> toggles_;  // group path -> its expand button
+    QComboBox* presetBox_ = nullptr;
+    QTabWidget* tabs_ = nullptr;
+    QPlainTextEdit* resolved_ = nullptr;
+    QListWidget* problems_ = nullptr;
+    QLabel* summary_ = nullptr;
+    QUndoStack* undo_ = nullptr;
+};
+
+}  // namespace lathe::ui

@@ -1,0 +1,70 @@
+// FieldEditor: the editor of one config field, chosen by its schema: a check box, a bounded spin
+// box, a combo box for an enum, value + unit for a duration, a line edit with a picker for a path,
+// comma-separated text for a list, JSON text for anything else; a "null" check box for optional
+// fields; the reason underneath when the value is invalid.
+#pragma once
+
+#include "config/schema_fields.h"
+
+#include <QWidget>
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QToolButton;
+
+namespace lathe::ui {
+
+class ScientificSpinBox;
+
+class FieldEditor : public QWidget {
+    Q_OBJECT
+
+public:
+    FieldEditor(const FieldSpec& spec, QWidget* parent = nullptr);
+
+    const FieldSpec& spec() const { return spec_; }
+    /// Shows `value` (no edited() signal). A value of the wrong shape is shown as best it can.
+    void setValue(const Json& value);
+    Json value() const;
+
+    /// Marks the field invalid with `message`, or clears the mark when empty.
+    void setIssue(const QString& message);
+    QString issue() const { return issue_; }
+    bool isNull() const;
+
+    /// The widget that takes focus (tests drive it).
+    QWidget* input() const { return input_; }
+    QCheckBox* nullBox() const { return null_; }
+    QComboBox* unitBox() const { return unit_; }
+    QToolButton* pickerButton() const { return picker_; }
+
+Q_SIGNALS:
+    void edited();
+
+private:
+    void build();
+    void setNullState(bool isNull);
+    void pickPath();
+    Json scalarValue() const;
+    void setScalar(const Json& v);
+    void showNumber(double x);
+    Json fallbackValue() const;
+
+    FieldSpec spec_;
+    QWidget* input_ = nullptr;
+    QCheckBox* check_ = nullptr;
+    ScientificSpinBox* spin_ = nullptr;
+    QComboBox* combo_ = nullptr;
+    QComboBox* unit_ = nullptr;
+    QLineEdit* line_ = nullptr;
+    QToolButton* picker_ = nullptr;
+    QCheckBox* null_ = nullptr;
+    QLabel* error_ = nullptr;
+    QWidget* frame_ = nullptr;
+    QString issue_;
+    bool updating_ = false;
+};
+
+}  // namespace lathe::ui

@@ -1,0 +1,27 @@
+// A spin box for config numbers: shows and accepts scientific notation (3e-4, 5e6) in the C locale
+// as the config files spell them, keeps full double precision, and steps by the leading digit
+// (0.003 -> 0.004). In integer mode it holds whole numbers up to 2^53.
+#pragma once
+
+#include <QDoubleSpinBox>
+
+namespace lathe::ui {
+
+class ScientificSpinBox : public QDoubleSpinBox {
+    Q_OBJECT
+
+public:
+    explicit ScientificSpinBox(bool integer, QWidget* parent = nullptr);
+
+    bool isInteger() const { return integer_; }
+    QString textFromValue(double value) const override;
+    double valueFromText(const QString& text) const override;
+    QValidator::State validate(QString& text, int& pos) const override;
+    void fixup(QString& input) const override;
+    void stepBy(int steps) override;
+
+private:
+    bool integer_;
+};
+
+}  // namespace lathe::ui

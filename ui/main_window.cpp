@@ -1,0 +1,394 @@
+#include "main_window.h"
+
+#include "config/config_editor.h"
+#include "logs/log_model.h"
+#include "logs/log_view.h"
+#include "plots/metric_store.h"
+#include "plots/plot_panel.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QDockWidget>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStatusBar>
+#include <QStyle>
+#include <QToolBar>
+#include <QUndoStack>
+
+#include <cmath>
+
+namespace lathe::ui {
+namespace {
+
+QString stateStyle(RunController::State s) {
+    QString color;
+    switch (s) {
+        case RunController::State::Idle:
+            color = QStringLiteral("#757575");
+            break;
+        case RunController::State::Starting:
+        case RunController::State::Checkpointing:
+        case RunController::State::Stopping:
+            color = QStringLiteral("#ef6c00");
+            break;
+        case RunController::State::Running:
+            color = QStringLiteral("#2e7d32");
+            break;
+        case RunController::State::Finished:
+            color = QStringLiteral("#1565c0");
+            break;
+        case RunController::State::Failed:
+            color = QStringLiteral("#c62828");
+            break;
+    }
+    return QStringLiteral("QLabel { color: white; background: %1; border-radius: 4px; "
+                          "padding: 2px 8px; font-weight: bold; }")
+        .arg(color);
+}
+
+QString formatRate(double tokensPerS) {
+    if (!std::isfinite(tokensPerS) || tokensPerS <= 0) return QStringLiteral("–");
+    if (tokensPerS >= 1e6) return QString::number(tokensPerS / 1e6, 'f', 2) + QStringLiteral("M");
+    if (tokensPerS >= 1e3) return QString::number(tokensPerS / 1e3, 'f', 1) + QStringLiteral("k");
+    return QString::number(tokensPerS, 'f', 0);
+}
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+    setObjectName(QStringLiteral("LatheMainWindow"));
+    store_ = new MetricStore(this);
+    logModel_ = new LogModel(this);
+    run_ = new RunController(this);
+
+    plots_ = new PlotPanel(store_, this);
+    setCentralWidget(plots_);
+
+    auto* editorDock = new QDockWidget(tr("Config"), this);
+    editorDock->setObjectName(QStringLiteral("configDock"));
+    editor_ = new ConfigEditor(editorDock);
+    editorDock->setWidget(editor_);
+    addDockWidget(Qt::LeftDockWidgetArea, editorDock);
+
+    auto* logDock = new QDockWidget(tr("Log"), this);
+    logDock->setObjectName(QStringLiteral("logDock"));
+    logView_ = new LogView(logModel_, logDock);
+    logDock->setWidget(logView_);
+    addDockWidget(Qt::BottomDockWidgetArea, logDock);
+
+    buildActions();
+    buildToolbar();
+    buildMenus();
+
+    connect(run_, &RunController::metricsReceived, store_,
+            [this](const lathe::protocol::Metrics& m) { store_->append(m); });
+    connect(run_, &RunController::logLine, logModel_, &LogModel::append);
+    connect(run_, &RunController::stateChanged, this, &MainWindow::onStateChanged);
+    connect(run_, &RunController::statusReceived, this, &MainWindow::onStatus);
+    connect(run_, &RunController::finished, this, &MainWindow::onFinished);
+    connect(run_, &RunController::checkpointSaved, this,
+            [this](const lathe::protocol::CheckpointSaved& c) {
+                statusBar()->showMessage(tr("Checkpoint of step %1 saved to %2")
+                                             .arg(c.step)
+                                             .arg(QString::fromStdString(c.path)),
+                                         10000);
+            });
+    connect(run_, &RunController::helloReceived, this, [this](const lathe::protocol::Hello& h) {
+        statusBar()->showMessage(tr("Engine connected: %1 rank(s) on %2 · run folder %3")
+                                     .arg(h.world_size)
+                                     .arg(QString::fromStdString(h.device),
+                                          QString::fromStdString(h.run_dir)));
+    });
+    connect(run_, &RunController::stopTimedOut, this, [this] {
+        kill_->setEnabled(true);
+        killInToolbar_->setVisible(true);
+        statusBar()->showMessage(tr("The engine did not stop in time: Kill ends every rank."));
+        if (closeAfterRun_) run_->kill();
+    });
+    connect(editor_, &ConfigEditor::validityChanged, this,
+            [this] { onStateChanged(run_->state()); });
+    connect(editor_, &ConfigEditor::currentFileChanged, this, &MainWindow::updateTitle);
+    connect(editor_->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
+
+    onStateChanged(run_->state());
+    updateTitle();
+    statusBar()->showMessage(tr("Choose a preset or open a config, then press Start."));
+    resize(1500, 950);
+    resizeDocks({editorDock}, {520}, Qt::Horizontal);
+    resizeDocks({logDock}, {200}, Qt::Vertical);
+    restoreLayout();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildActions() {
+    start_ = new QAction(style()->standardIcon(QStyle::SP_MediaPlay), tr("&Start"), this);
+    start_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    start_->setToolTip(tr("Start training with this config (Ctrl+R)"));
+    connect(start_, &QAction::triggered, this, &MainWindow::startRun);
+
+    checkpoint_ = new QAction(style()->standardIcon(QStyle::SP_DriveHDIcon), tr("&Checkpoint now"), this);
+    checkpoint_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
+    checkpoint_->setToolTip(tr("Save a checkpoint at the next step (Ctrl+K)"));
+    connect(checkpoint_, &QAction::triggered, run_, [this] { run_->requestCheckpoint(); });
+
+    stop_ = new QAction(style()->standardIcon(QStyle::SP_MediaStop), tr("S&top"), this);
+    stop_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+    stop_->setToolTip(tr("Finish the step, save a final checkpoint and exit (Ctrl+.)"));
+    connect(stop_, &QAction::triggered, run_, [this] { run_->requestStop(true); });
+
+    kill_ = new QAction(style()->standardIcon(QStyle::SP_BrowserStop), tr("&Kill"), this);
+    kill_->setToolTip(tr("End every engine process now (no checkpoint)"));
+    connect(kill_, &QAction::triggered, run_, &RunController::kill);
+}
+
+void MainWindow::buildToolbar() {
+    auto* bar = addToolBar(tr("Run"));
+    bar->setObjectName(QStringLiteral("runToolbar"));
+    bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    bar->addAction(start_);
+    bar->addWidget(new QLabel(tr(" Ranks: "), bar));
+    ranks_ = new QSpinBox(bar);
+    ranks_->setObjectName(QStringLiteral("ranks"));
+    ranks_->setRange(1, 1024);
+    ranks_->setToolTip(tr("Number of processes (launch.nproc): one per GPU, or CPU processes"));
+    bar->addWidget(ranks_);
+    if (int n = cudaDeviceCount(); n > 0) {
+        bar->addWidget(new QLabel(tr(" CUDA devices: "), bar));
+        devices_ = new QLineEdit(bar);
+        devices_->setPlaceholderText(tr("all %1").arg(n));
+        devices_->setToolTip(tr("CUDA_VISIBLE_DEVICES for the engine, e.g. 0,1"));
+        devices_->setMaximumWidth(100);
+        bar->addWidget(devices_);
+        ranks_->setValue(n);
+    }
+    bar->addSeparator();
+    bar->addAction(checkpoint_);
+    bar->addAction(stop_);
+    bar->addAction(kill_);
+    killInToolbar_ = kill_;
+    kill_->setVisible(false);
+    bar->addSeparator();
+    state_ = new QLabel(bar);
+    state_->setObjectName(QStringLiteral("runState"));
+    state_->setToolTip(tr("State of the run"));
+    bar->addWidget(state_);
+    progress_ = new QProgressBar(bar);
+    progress_->setObjectName(QStringLiteral("runProgress"));
+    progress_->setMinimumWidth(220);
+    progress_->setMaximumWidth(360);
+    progress_->setRange(0, 1);
+    progress_->setValue(0);
+    progress_->setFormat(tr("no run"));
+    progress_->setTextVisible(true);
+    bar->addWidget(new QLabel(QStringLiteral("  "), bar));
+    bar->addWidget(progress_);
+    speed_ = new QLabel(bar);
+    speed_->setObjectName(QStringLiteral("runSpeed"));
+    speed_->setMinimumWidth(speed_->fontMetrics().horizontalAdvance(QStringLiteral("  99.9k tokens/s · ETA 99h 59m  ")));
+    bar->addWidget(speed_);
+}
+
+void MainWindow::buildMenus() {
+    auto* file = menuBar()->addMenu(tr("&File"));
+    auto* open = file->addAction(tr("&Open config…"), editor_, &ConfigEditor::openInteractive);
+    open->setShortcut(QKeySequence::Open);
+    auto* save = file->addAction(tr("&Save config"), editor_, &ConfigEditor::saveInteractive);
+    save->setShortcut(QKeySequence::Save);
+    auto* saveAs = file->addAction(tr("Save config &as…"), editor_, &ConfigEditor::saveAsInteractive);
+    saveAs->setShortcut(QKeySequence::SaveAs);
+    file->addSeparator();
+    file->addAction(tr("Export plots as &PNG…"), plots_, &PlotPanel::exportPngInteractive);
+    file->addAction(tr("Export metrics as &CSV…"), plots_, &PlotPanel::exportCsvInteractive);
+    file->addSeparator();
+    auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+
+    auto* edit = menuBar()->addMenu(tr("&Edit"));
+    auto* undo = editor_->undoStack()->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence::Undo);
+    auto* redo = editor_->undoStack()->createRedoAction(this, tr("&Redo"));
+    redo->setShortcut(QKeySequence::Redo);
+    edit->addAction(undo);
+    edit->addAction(redo);
+
+    auto* run = menuBar()->addMenu(tr("&Run"));
+    run->addAction(start_);
+    run->addAction(checkpoint_);
+    run->addAction(stop_);
+    run->addAction(kill_);
+
+    auto* view = menuBar()->addMenu(tr("&View"));
+    for (auto* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+    view->addAction(tr("&Reset plot view"), plots_, &PlotPanel::resetView);
+
+    auto* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&About Lathe"), this, [this] {
+        QMessageBox::about(
+            this, tr("About Lathe"),
+            tr("<b>Lathe %1</b> (git %2)<br>A desktop workbench for training language models.<br>"
+               "Engine: %3<br>Free software under the GNU GPL, version 3 or later.")
+                .arg(QString::fromLatin1(lathe::config::version()),
+                     QString::fromLatin1(lathe::config::git_revision()), RunController::findEngine()));
+    });
+}
+
+int MainWindow::cudaDeviceCount() {
+    return static_cast<int>(QDir(QStringLiteral("/proc/driver/nvidia/gpus"))
+                                .entryList(QDir::Dirs | QDir::NoDotAndDotDot)
+                                .size());
+}
+
+QString MainWindow::formatDuration(double s) {
+    if (!std::isfinite(s) || s < 0) return QStringLiteral("–");
+    const qint64 t = std::llround(s);
+    if (t >= 3600) return QStringLiteral("%1h %2m").arg(t / 3600).arg((t % 3600) / 60, 2, 10, QLatin1Char('0'));
+    if (t >= 60) return QStringLiteral("%1m %2s").arg(t / 60).arg(t % 60, 2, 10, QLatin1Char('0'));
+    return QStringLiteral("%1s").arg(t);
+}
+
+bool MainWindow::startRun() {
+    if (run_->isActive()) return false;
+    if (!editor_->isValid()) {
+        QStringList lines;
+        for (const auto& i : editor_->issues()) lines << QString::fromStdString(i.to_string());
+        QMessageBox::warning(this, tr("The config has problems"),
+                             tr("Fix these before starting:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
+        return false;
+    }
+    store_->clear();
+    RunOptions options;
+    options.ranks = ranks_->value();
+    if (devices_) options.cudaDevices = devices_->text().trimmed();
+    progress_->setRange(0, 0);
+    progress_->setFormat(tr("starting…"));
+    speed_->clear();
+    if (!run_->start(editor_->resolvedJson(), options)) {
+        progress_->setRange(0, 1);
+        progress_->setFormat(tr("no run"));
+        QMessageBox::critical(this, tr("Cannot start"), run_->errorString());
+        return false;
+    }
+    QSettings().setValue(QStringLiteral("run/ranks"), ranks_->value());
+    return true;
+}
+
+void MainWindow::onStateChanged(RunController::State s) {
+    state_->setText(RunController::stateName(s));
+    state_->setStyleSheet(stateStyle(s));
+    const bool active = run_->isActive();
+    start_->setEnabled(!active && editor_->isValid());
+    start_->setToolTip(editor_->isValid() ? tr("Start training with this config (Ctrl+R)")
+                                          : tr("Fix the config's problems first"));
+    ranks_->setEnabled(!active);
+    if (devices_) devices_->setEnabled(!active);
+    checkpoint_->setEnabled(s == RunController::State::Running);
+    stop_->setEnabled(s == RunController::State::Starting || s == RunController::State::Running ||
+                      s == RunController::State::Checkpointing);
+    if (!active) {
+        kill_->setEnabled(false);
+        killInToolbar_->setVisible(false);
+    } else if (s != RunController::State::Stopping) {
+        kill_->setEnabled(false);
+    }
+    editor_->setEnabled(!active);
+}
+
+void MainWindow::onStatus(const lathe::protocol::Status& st) {
+    if (st.total_steps && *st.total_steps > 0) {
+        const int total = static_cast<int>(std::min<int64_t>(*st.total_steps, INT32_MAX));
+        progress_->setRange(0, total);
+        progress_->setValue(static_cast<int>(std::min<int64_t>(st.step, total)));
+        progress_->setFormat(tr("step %1 / %2 (%p%)").arg(st.step).arg(*st.total_steps));
+    } else {
+        progress_->setRange(0, 0);
+        progress_->setFormat(tr("step %1").arg(st.step));
+    }
+    speed_->setText(tr("  %1 tokens/s · ETA %2")
+                        .arg(formatRate(st.tokens_per_s),
+                             st.eta_s ? formatDuration(*st.eta_s) : QStringLiteral("–")));
+}
+
+void MainWindow::onFinished(int exitCode, const QString& summary, const QStringList& lastLines) {
+    const bool ok = run_->state() == RunController::State::Finished;
+    if (progress_->maximum() == 0) progress_->setRange(0, 1);
+    if (ok && progress_->maximum() > 0) progress_->setValue(progress_->value());
+    progress_->setFormat(ok ? tr("%1 · %2").arg(summary, progress_->format())
+                            : tr("failed: %1").arg(summary));
+    statusBar()->showMessage(tr("Engine %1 (exit code %2)").arg(summary).arg(exitCode));
+    if (closeAfterRun_) {
+        close();
+        return;
+    }
+    if (!ok) {
+        auto* box = new QMessageBox(QMessageBox::Warning, tr("The run failed"),
+                                    tr("The engine %1.").arg(summary), QMessageBox::Ok, this);
+        box->setObjectName(QStringLiteral("runFailedBox"));
+        box->setInformativeText(tr("The last lines of its output are below and in the log."));
+        box->setDetailedText(lastLines.join(QLatin1Char('\n')));
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();
+    }
+}
+
+void MainWindow::updateTitle() {
+    const QString file = editor_->currentFile();
+    setWindowTitle(tr("%1[*] — Lathe")
+                       .arg(file.isEmpty() ? tr("preset %1").arg(editor_->presetName())
+                                           : QDir::toNativeSeparators(file)));
+    setWindowModified(!editor_->undoStack()->isClean());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    if (!run_->isActive()) {
+        saveLayout();
+        event->accept();
+        return;
+    }
+    if (closeAfterRun_) {  // already stopping on the way out
+        event->ignore();
+        return;
+    }
+    QMessageBox box(QMessageBox::Question, tr("A run is in progress"),
+                    tr("Training is still running. Stop it before quitting?"), QMessageBox::NoButton,
+                    this);
+    box.setInformativeText(tr("Stop finishes the step and saves a final checkpoint; Kill ends "
+                              "every engine process at once."));
+    auto* stopButton = box.addButton(tr("Stop and quit"), QMessageBox::AcceptRole);
+    auto* killButton = box.addButton(tr("Kill and quit"), QMessageBox::DestructiveRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(stopButton);
+    box.exec();
+    if (box.clickedButton() == stopButton) {
+        closeAfterRun_ = true;
+        if (run_->state() != RunController::State::Stopping) run_->requestStop(true);
+    } else if (box.clickedButton() == killButton) {
+        closeAfterRun_ = true;
+        run_->kill();
+    }
+    saveLayout();
+    event->ignore();  // closes from onFinished() once the engine is gone
+}
+
+void MainWindow::saveLayout() {
+    QSettings s;
+    s.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    s.setValue(QStringLiteral("window/state"), saveState());
+}
+
+void MainWindow::restoreLayout() {
+    QSettings s;
+    restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
+    restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+    if (!devices_) ranks_->setValue(s.value(QStringLiteral("run/ranks"), 1).toInt());
+}
+
+}  // namespace lathe::ui

@@ -1,0 +1,313 @@
+#include "plots/metric_plot.h"
+
+#include <QToolTip>
+
+#include <cmath>
+
+namespace lathe::ui {
+namespace {
+
+// Distinct on light and dark backgrounds (Tableau 10).
+const QColor kColors[] = {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b),
+                          QColor(0xe1, 0x57, 0x59), QColor(0x76, 0xb7, 0xb2),
+                          QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48),
+                          QColor(0xb0, 0x7a, 0xa1), QColor(0xff, 0x9d, 0xa7)};
+
+QString axisLabel(MetricStore::Axis axis) {
+    switch (axis) {
+        case MetricStore::Axis::Tokens:
+            return QObject::tr("tokens");
+        case MetricStore::Axis::WallTime:
+            return QObject::tr("wall time (s)");
+        case MetricStore::Axis::Step:
+            break;
+    }
+    return QObject::tr("step");
+}
+
+}  // namespace
+
+MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
+    : QCustomPlot(parent), group_(std::move(group)), store_(store) {
+    // Globs as in the config's metric patterns: '*' matches anything, '/' included (Qt's
+    // wildcard conversion stops at path separators).
+    for (const QString& p : group_.patterns) {
+        QString re = QRegularExpression::escape(p);
+        re.replace(QLatin1String("\\*"), QLatin1String(".*"));
+        re.replace(QLatin1String("\\?"), QLatin1String("."));
+        regexps_.append(QRegularExpression(QRegularExpression::anchoredPattern(re)));
+    }
+
+    // Follow the desktop palette (light or dark).
+    const QPalette pal = palette();
+    const QColor fg = pal.color(QPalette::WindowText);
+    const QColor grid = QColor::fromRgbF(fg.redF(), fg.greenF(), fg.blueF(), 0.12);
+    setBackground(pal.brush(QPalette::Base));
+    for (QCPAxis* a : {xAxis, yAxis}) {
+        a->setBasePen(QPen(fg));
+        a->setTickPen(QPen(fg));
+        a->setSubTickPen(QPen(fg));
+        a->setTickLabelColor(fg);
+        a->setLabelColor(fg);
+        a->grid()->setPen(QPen(grid));
+    }
+    plotLayout()->insertRow(0);
+    auto* title = new QCPTextElement(this, group_.title, QFont(font().family(), font().pointSize(), QFont::Bold));
+    title->setTextColor(fg);
+    plotLayout()->addElement(0, 0, title);
+    xAxis->setLabel(axisLabel(axis_));
+    legend->setVisible(false);
+    legend->setBrush(QBrush(pal.color(QPalette::Base)));
+    legend->setTextColor(fg);
+    legend->setBorderPen(QPen(grid));
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    legend->setFont(small);
+    axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+
+    setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    setNoAntialiasingOnDrag(true);
+    setPlottingHint(QCP::phCacheLabels, true);
+    setMinimumSize(260, 180);
+    setMouseTracking(true);
+
+    placeholder_ = new QCPItemText(this);
+    placeholder_->position->setType(QCPItemPosition::ptAxisRectRatio);
+    placeholder_->position->setCoords(0.5, 0.5);
+    placeholder_->setText(tr("no data yet\n%1").arg(group_.patterns.join(QStringLiteral(", "))));
+    placeholder_->setColor(QColor::fromRgbF(fg.redF(), fg.greenF(), fg.blueF(), 0.5));
+
+    cursor_ = new QCPItemStraightLine(this);
+    cursor_->setPen(QPen(grid, 1, Qt::DashLine));
+    cursor_->setVisible(false);
+
+    connect(store_, &MetricStore::seriesAdded, this, [this](const QString& name) {
+        if (accepts(name)) addLine(name);
+    });
+    connect(store_, &MetricStore::cleared, this, [this] {
+        clearGraphs();
+        lines_.clear();
+        legend->setVisible(false);
+        updatePlaceholder();
+    });
+    for (const QString& name : store_->names())
+        if (accepts(name)) addLine(name);
+    updatePlaceholder();
+}
+
+bool MetricPlot::accepts(const QString& name) const {
+    for (const auto& re : regexps_)
+        if (re.match(name).hasMatch()) return true;
+    return false;
+}
+
+QStringList MetricPlot::seriesNames() const {
+    QStringList out;
+    for (const auto& l : lines_) out << l.name;
+    return out;
+}
+
+void MetricPlot::addLine(const QString& name) {
+    const QColor c = kColors[lines_.size() % std::size(kColors)];
+    Line line;
+    line.name = name;
+    if (group_.smoothed) {
+        line.raw = addGraph();
+        QColor faint = c;
+        faint.setAlphaF(0.25);
+        line.raw->setPen(QPen(faint, 1));
+        line.raw->removeFromLegend();
+    }
+    line.smooth = addGraph();
+    line.smooth->setPen(QPen(c, 1.6));
+    line.smooth->setName(name);
+    lines_.push_back(line);
+    legend->setVisible(true);
+    updatePlaceholder();
+}
+
+void MetricPlot::updatePlaceholder() {
+    bool empty = true;
+    for (const auto& l : lines_) {
+        const auto* s = store_->series(l.name);
+        if (s && s->size() > 0) empty = false;
+    }
+    placeholder_->setVisible(empty);
+}
+
+void MetricPlot::syncLine(Line& line) {
+    const MetricStore::Series* s = store_->series(line.name);
+    if (!s) return;
+    const bool sorted = s->keysSorted(axis_);
+    const QVector<double>& keys = s->keys(axis_);
+    const QVector<double>& smooth = group_.smoothed ? s->smoothed : s->value;
+    if (group_.smoothed && line.smoothRevision != s->smoothRevision) {
+        line.smooth->data()->clear();
+        line.smooth->addData(keys.mid(0, line.synced), smooth.mid(0, line.synced), sorted);
+        line.smoothRevision = s->smoothRevision;
+    }
+    const int n = s->size();
+    if (n <= line.synced) return;
+    const QVector<double> k = keys.mid(line.synced);
+    if (line.raw) line.raw->addData(k, s->value.mid(line.synced), sorted);
+    line.smooth->addData(k, smooth.mid(line.synced), sorted);
+    line.synced = n;
+}
+
+void MetricPlot::sync() {
+    for (auto& l : lines_) syncLine(l);
+    updatePlaceholder();
+    if (follow_) fitToData();
+}
+
+void MetricPlot::rebuild() {
+    for (auto& l : lines_) {
+        if (l.raw) l.raw->data()->clear();
+        l.smooth->data()->clear();
+        l.synced = 0;
+        l.smoothRevision = -1;
+    }
+    sync();
+}
+
+void MetricPlot::fitToData() {
+    double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+    for (const auto& l : lines_) {
+        const auto* s = store_->series(l.name);
+        if (!s || s->size() == 0) continue;
+        const auto& keys = s->keys(axis_);
+        // Sorted keys: the ends are the extremes; otherwise QCustomPlot's own (sorted) container.
+        if (s->keysSorted(axis_)) {
+            xmin = std::min(xmin, keys.front());
+            xmax = std::max(xmax, keys.back());
+        } else if (!l.smooth->data()->isEmpty()) {
+            xmin = std::min(xmin, l.smooth->data()->constBegin()->key);
+            xmax = std::max(xmax, (l.smooth->data()->constEnd() - 1)->key);
+        }
+        ymin = std::min(ymin, logY_ ? s->minPositive : s->min);
+        ymax = std::max(ymax, s->max);
+    }
+    if (!std::isfinite(xmin)) return;
+    if (xmax <= xmin) xmax = xmin + 1;
+    xAxis->setRange(xmin, xmax);
+    if (std::isfinite(ymin) && std::isfinite(ymax)) {
+        if (logY_) {
+            yAxis->setRange(ymin / 1.2, std::max(ymax, ymin) * 1.2);
+        } else {
+            double pad = (ymax - ymin) * 0.05;
+            if (pad <= 0) pad = std::max(std::abs(ymax) * 0.05, 1e-12);
+            yAxis->setRange(ymin - pad, ymax + pad);
+        }
+    }
+}
+
+void MetricPlot::setXAxis(MetricStore::Axis axis) {
+    if (axis == axis_) return;
+    axis_ = axis;
+    xAxis->setLabel(axisLabel(axis));
+    rebuild();
+}
+
+void MetricPlot::setLogY(bool on) {
+    if (on == logY_) return;
+    logY_ = on;
+    if (on) {
+        yAxis->setScaleType(QCPAxis::stLogarithmic);
+        yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+        yAxis->setNumberFormat(QStringLiteral("eb"));
+        yAxis->setNumberPrecision(0);
+    } else {
+        yAxis->setScaleType(QCPAxis::stLinear);
+        yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+        yAxis->setNumberFormat(QStringLiteral("gb"));
+        yAxis->setNumberPrecision(6);
+    }
+    fitToData();
+}
+
+void MetricPlot::setFollowLatest(bool on) {
+    follow_ = on;
+    if (on) fitToData();
+}
+
+QString MetricPlot::readout(double key) const {
+    QStringList rows;
+    for (const auto& l : lines_) {
+        const auto* s = store_->series(l.name);
+        if (!s || s->size() == 0) continue;
+        // The point nearest to `key` in the graph's sorted container.
+        auto points = l.smooth->data();
+        auto it = points->findBegin(key, false);
+        if (it == points->constEnd()) continue;
+        if (it != points->constBegin()) {
+            auto prev = it - 1;
+            if (std::abs(prev->key - key) < std::abs(it->key - key)) it = prev;
+        }
+        const int i = static_cast<int>(it - points->constBegin());
+        if (i >= s->size()) continue;
+        if (!s->keysSorted(axis_)) {  // container order is not series order: values only
+            rows << QStringLiteral("<b>%1</b>: %2 at %3")
+                        .arg(l.name.toHtmlEscaped(), QString::number(it->value, 'g', 6),
+                             QString::number(it->key, 'g', 8));
+            continue;
+        }
+        QString row = QStringLiteral("<b>%1</b>: %2").arg(l.name.toHtmlEscaped(),
+                                                          QString::number(s->value[i], 'g', 6));
+        if (group_.smoothed)
+            row += tr(" (smoothed %1)").arg(QString::number(s->smoothed[i], 'g', 6));
+        if (rows.isEmpty())
+            rows << tr("step %1 · %2 tokens · %3 s")
+                        .arg(s->step[i], 0, 'f', 0)
+                        .arg(s->tokens[i], 0, 'f', 0)
+                        .arg(s->wallTime[i], 0, 'f', 1);
+        rows << row;
+    }
+    return rows.join(QStringLiteral("<br>"));
+}
+
+void MetricPlot::mouseMoveEvent(QMouseEvent* event) {
+    QCustomPlot::mouseMoveEvent(event);
+    if (event->buttons() != Qt::NoButton) return;
+    if (!axisRect()->rect().contains(event->pos())) {
+        cursor_->setVisible(false);
+        QToolTip::hideText();
+        replot(rpQueuedReplot);
+        return;
+    }
+    const double key = xAxis->pixelToCoord(event->position().x());
+    const QString text = readout(key);
+    if (text.isEmpty()) return;
+    cursor_->point1->setCoords(key, 0);
+    cursor_->point2->setCoords(key, 1);
+    cursor_->setVisible(true);
+    replot(rpQueuedReplot);
+    QToolTip::showText(event->globalPosition().toPoint(), text, this);
+}
+
+void MetricPlot::leaveEvent(QEvent* event) {
+    QCustomPlot::leaveEvent(event);
+    cursor_->setVisible(false);
+    replot(rpQueuedReplot);
+}
+
+void MetricPlot::wheelEvent(QWheelEvent* event) {
+    follow_ = false;
+    Q_EMIT userNavigated();
+    QCustomPlot::wheelEvent(event);
+}
+
+void MetricPlot::mousePressEvent(QMouseEvent* event) {
+    if (event->button() == Qt::LeftButton) {
+        follow_ = false;
+        Q_EMIT userNavigated();
+    }
+    QCustomPlot::mousePressEvent(event);
+}
+
+void MetricPlot::mouseDoubleClickEvent(QMouseEvent* event) {
+    QCustomPlot::mouseDoubleClickEvent(event);
+    setFollowLatest(true);  // double click resets the view, as in most plotting tools
+    replot(rpQueuedReplot);
+}
+
+}  // namespace lathe::ui

@@ -1,0 +1,78 @@
+// MetricPlot: one QCustomPlot chart for a group of metrics (e.g. the losses), fed incrementally
+// from a MetricStore. Each series is a smoothed line over a faint raw one; axis ranges come from the
+// store's running min/max, never from scanning the data.
+#pragma once
+
+#include "plots/metric_store.h"
+
+#include "plots/qcustomplot_include.h"
+
+#include <QRegularExpression>
+
+namespace lathe::ui {
+
+struct MetricGroup {
+    QString title;
+    QStringList patterns;  ///< wildcard patterns of metric names ("optim/LR*")
+    bool smoothed = true;  ///< draw the EMA over the raw line
+};
+
+class MetricPlot : public QCustomPlot {
+    Q_OBJECT
+
+public:
+    MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent = nullptr);
+
+    const MetricGroup& group() const { return group_; }
+    bool accepts(const QString& name) const;
+    QStringList seriesNames() const;
+
+    void setXAxis(MetricStore::Axis axis);
+    void setLogY(bool on);
+    void setFollowLatest(bool on);
+    bool followLatest() const { return follow_; }
+    /// Appends the points the store gained since the last call; rebuilds what changed wholesale.
+    /// Does not replot.
+    void sync();
+    /// Drops every graph's data and re-reads it from the store.
+    void rebuild();
+    /// Fits the axes to all data (from the running min/max).
+    void fitToData();
+    /// The text of the hover read-out at a key (x) value.
+    QString readout(double key) const;
+
+Q_SIGNALS:
+    /// The user zoomed or panned this plot.
+    void userNavigated();
+
+protected:
+    void mouseMoveEvent(QMouseEvent* event) override;
+    void leaveEvent(QEvent* event) override;
+    void wheelEvent(QWheelEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
+    void mouseDoubleClickEvent(QMouseEvent* event) override;
+
+private:
+    struct Line {
+        QString name;
+        QCPGraph* raw = nullptr;
+        QCPGraph* smooth = nullptr;
+        int synced = 0;  // points already handed to the graphs
+        int smoothRevision = -1;
+    };
+    void addLine(const QString& name);
+    void syncLine(Line& line);
+    void updatePlaceholder();
+
+    MetricGroup group_;
+    QVector<QRegularExpression> regexps_;
+    MetricStore* store_;
+    std::vector<Line> lines_;
+    MetricStore::Axis axis_ = MetricStore::Axis::Step;
+    bool logY_ = false;
+    bool follow_ = true;
+    QCPItemText* placeholder_ = nullptr;
+    QCPItemStraightLine* cursor_ = nullptr;
+};
+
+}  // namespace lathe::ui

@@ -1,0 +1,11 @@
+// Lets the control-channel messages travel through Qt signals (queued connections, QSignalSpy).
+#pragma once
+
+#include "protocol/messages.h"
+
+#include <QMetaType>
+
+Q_DECLARE_METATYPE(lathe::protocol::Hello)
+Q_DECLARE_METATYPE(lathe::protocol::Metrics)
+Q_DECLARE_METATYPE(lathe::protocol::Status)
+Q_DECLARE_METATYPE(lathe::protocol::CheckpointSaved)
