@@ -33,10 +33,11 @@ bool load_config(const ParsedArgs& p, const char* cmd, config::ExperimentConfig&
 }  // namespace
 
 int cmd_train(const Args& args) {
-    auto p = parse_args(args, {"--control-socket", "--runs-dir"});
+    auto p = parse_args(args, {"--control-socket", "--runs-dir", "--resume-from"});
     config::ExperimentConfig cfg;
     if (!load_config(p, "train", cfg)) return kExitUsage;
     RunOptions opts;
+    opts.resume_from = p.option("--resume-from");
     opts.control_socket = p.option("--control-socket");
     opts.runs_dir = p.option("--runs-dir");
     const bool is_worker = std::getenv("RANK") || std::getenv("WORLD_SIZE") || std::getenv("SLURM_PROCID");

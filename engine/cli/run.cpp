@@ -19,6 +19,8 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <iostream>
 #include <sstream>
 
@@ -118,6 +120,88 @@ private:
 
 }  // namespace
 
+namespace {
+
+void flatten(const nlohmann::ordered_json& j, const std::string& path, std::map<std::string, std::string>& out) {
+    if (j.is_object()) {
+        for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), path.empty() ? it.key() : path + "." + it.key(), out);
+    } else {
+        out[path] = j.dump();
+    }
+}
+
+bool is_unsafe_change(const std::string& path) {
+    return path.rfind("model.", 0) == 0 || path == "dataset.sequence_length" ||
+           path == "train_module.max_sequence_length";
+}
+
+}  // namespace
+
+std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& before, const nlohmann::ordered_json& after,
+                                         std::vector<ConfigChange>* unsafe) {
+    std::map<std::string, std::string> a, b;
+    flatten(before, "", a);
+    flatten(after, "", b);
+    std::vector<ConfigChange> out;
+    for (const auto& [path, v] : b) {
+        auto it = a.find(path);
+        std::string old = it == a.end() ? "(absent)" : it->second;
+        if (old == v) continue;
+        // Where the run lives and how it was started are not changes of the run itself.
+        if (path == "trainer.save_folder" || path.rfind("trainer.load_", 0) == 0 || path == "trainer.hard_stop" ||
+            path.rfind("launch.", 0) == 0) {
+            continue;
+        }
+        ConfigChange c{path, old, v};
+        if (is_unsafe_change(path) && unsafe) unsafe->push_back(c);
+        out.push_back(c);
+    }
+    return out;
+}
+
+namespace {
+
+// Sets aside the checkpoints newer than `resume_dir` and notes the resume in history.jsonl.
+void prepare_resume(const std::string& folder, const std::string& resume_dir, const config::ExperimentConfig& cfg) {
+    if (!checkpoint::Checkpointer::dir_is_checkpoint(resume_dir)) {
+        throw Error("--resume-from " + resume_dir + ": not a complete checkpoint");
+    }
+    nlohmann::json saved_state = nlohmann::json::parse(checkpoint::read_text_file(resume_dir + "/train/rank0.json"));
+    const int64_t from = saved_state.at("global_step").get<int64_t>();
+    std::vector<ConfigChange> unsafe, changes;
+    std::error_code ec;
+    if (fs::exists(resume_dir + "/config.json", ec)) {
+        auto before = nlohmann::ordered_json::parse(checkpoint::read_text_file(resume_dir + "/config.json"));
+        changes = config_changes(before, config::to_json(cfg), &unsafe);
+    }
+    if (!unsafe.empty()) {
+        std::string msg = "cannot resume " + resume_dir + " with a different model or sequence length:";
+        for (const auto& c : unsafe) msg += "\n  " + c.path + ": " + c.before + " -> " + c.after;
+        throw Error(msg);
+    }
+    nlohmann::json abandoned = nlohmann::json::array();
+    if (fs::equivalent(fs::path(resume_dir).parent_path(), folder, ec)) {
+        for (const auto& c : checkpoint::Checkpointer::find_checkpoints(folder)) {
+            if (c.step <= from) continue;
+            std::string to = c.path + ".abandoned";
+            for (int i = 1; fs::exists(to, ec); ++i) to = c.path + ".abandoned" + std::to_string(i);
+            fs::rename(c.path, to, ec);
+            if (ec) throw Error("cannot set aside " + c.path + ": " + ec.message());
+            abandoned.push_back(fs::path(to).filename().string());
+        }
+    }
+    nlohmann::json changed = nlohmann::json::array();
+    for (const auto& c : changes) changed.push_back({{"path", c.path}, {"before", c.before}, {"after", c.after}});
+    nlohmann::json entry = {{"event", "resumed"},      {"time", iso_now()},   {"from_step", from},
+                            {"checkpoint", resume_dir}, {"abandoned", abandoned}, {"config_changes", changed}};
+    std::ofstream(folder + "/history.jsonl", std::ios::app) << entry.dump() << "\n";
+    log::info("resuming from {} (step {}){}", resume_dir, from,
+              abandoned.empty() ? "" : "; newer checkpoints set aside: " + abandoned.dump());
+    for (const auto& c : changes) log::warn("config changed on resume: {}: {} -> {}", c.path, c.before, c.after);
+}
+
+}  // namespace
+
 int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     dist::EnvironmentOptions eo;
     eo.seed = cfg.seed;
@@ -150,6 +234,13 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         auto s = std::make_unique<RunStatus>(folder, cfg.run_name);
         status = s.get();
         trainer.add_callback("run_status", std::move(s));
+    }
+    if (!opts.resume_from.empty()) {
+        if (rank == 0) prepare_resume(folder, opts.resume_from, cfg);
+        env->cpu_group().barrier();
+        if (!trainer.maybe_load_checkpoint(opts.resume_from, true, true)) {
+            throw Error("--resume-from " + opts.resume_from + ": no checkpoint loaded");
+        }
     }
     if (!opts.control_socket.empty() && rank == 0) {
         trainer.add_callback("control_channel", train::make_control_channel(opts.control_socket));

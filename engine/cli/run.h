@@ -3,6 +3,9 @@
 
 #include "config/config.h"
 
+#include <nlohmann/json.hpp>
+#include <vector>
+
 #include <functional>
 #include <string>
 
@@ -15,6 +18,9 @@ namespace lathe::cli {
 struct RunOptions {
     std::string control_socket;  ///< GUI control channel; empty without a GUI
     std::string runs_dir;        ///< overrides the default runs folder
+    /// Continue from exactly this checkpoint: newer checkpoints of the run are set aside as
+    /// abandoned (step{N}.abandoned) and the resume is noted in the run's history.jsonl.
+    std::string resume_from;
     bool bench = false;          ///< no files, no callbacks: measure only
     /// Called after the trainer is assembled, before fit() (bench adds its callback here).
     std::function<void(train::Trainer&)> customize;
@@ -25,6 +31,16 @@ struct RunOptions {
 std::string default_runs_dir();
 /// trainer.save_folder, or <runs dir>/<run_name> when it is empty.
 std::string resolve_save_folder(const config::ExperimentConfig& cfg, const std::string& runs_dir);
+
+/// Differences between two resolved configs as (path, old, new); unsafe ones (model shape,
+/// sequence length) are returned in `unsafe`.
+struct ConfigChange {
+    std::string path;
+    std::string before;
+    std::string after;
+};
+std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& before, const nlohmann::ordered_json& after,
+                                         std::vector<ConfigChange>* unsafe);
 
 /// Trains in this process as one rank of the job. Returns an exit code (see cli.h).
 int run_worker(config::ExperimentConfig cfg, const RunOptions& opts);

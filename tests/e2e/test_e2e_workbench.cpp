@@ -1,0 +1,100 @@
+// End to end, under Xvfb: the real workbench window against a real lathe-engine process.
+// Start tiny -> at least 20 points plotted -> Checkpoint now -> a new step{N} folder -> Stop ->
+// the engine exits 0 with a final checkpoint; a screenshot of the window is saved.
+#include "main_window.h"
+
+#include "config/config_editor.h"
+#include "plots/metric_store.h"
+#include "plots/plot_panel.h"
+
+#include <QAction>
+#include <QDir>
+#include <QLabel>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using lathe::ui::MainWindow;
+
+class TestE2EWorkbench : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
+        QCoreApplication::setApplicationName(QStringLiteral("lathe-e2e"));
+        qputenv("LATHE_ENGINE", qgetenv("LATHE_BIN_DIR") + "/lathe-engine");
+    }
+
+    void trainCheckpointStop() {
+        QTemporaryDir runs;
+        qputenv("LATHE_RUNS_DIR", runs.path().toUtf8());
+        MainWindow w;
+        w.resize(1500, 950);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(w.editor()->loadPreset(QStringLiteral("tiny")));
+        // Long enough that Stop, not the end of training, finishes the run.
+        w.editor()->editField(QStringLiteral("trainer.max_duration"), lathe::config::Json{{"value", 5000}, {"unit", "steps"}});
+        w.editor()->editField(QStringLiteral("trainer.metrics_collect_interval"), 1);
+        w.editor()->editField(QStringLiteral("run_name"), "e2e");
+        QVERIFY(w.editor()->isValid());
+        w.startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("running"), 60000);
+
+        const QString runDir = runs.path() + "/e2e";
+        auto plotted = [&] {
+            auto* plot = w.plots()->plotFor(QStringLiteral("train/CE loss"));
+            return plot && plot->graphCount() > 0 && plot->graph(0)->dataCount() >= 20;
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(plotted(), 60000);
+        // Complete or not, but not the temporary step{N}-tmp folders.
+        auto steps = [&] {
+            QStringList out;
+            for (const auto& s : QDir(runDir).entryList({"step*"}, QDir::Dirs)) {
+                if (QRegularExpression(QStringLiteral("^step\\d+$")).match(s).hasMatch()) out << s;
+            }
+            return out;
+        };
+        const QStringList before = steps();
+
+        w.checkpointAction()->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(steps().size() > before.size(), 30000);
+        QString made;
+        for (const auto& s : steps()) {
+            if (!before.contains(s)) made = s;
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(runDir + "/" + made + "/.metadata.json"), 30000);
+
+        // The loss in the plot falls.
+        const auto* loss = w.store()->series(QStringLiteral("train/CE loss"));
+        QVERIFY(loss && loss->size() >= 20);
+        QVERIFY(loss->value.back() < loss->value.front());
+
+        QTest::qWait(300);
+        const QString shots = qEnvironmentVariable("LATHE_ARTIFACTS", QDir::tempPath());
+        QDir().mkpath(shots);
+        QVERIFY(w.grab().save(shots + "/e2e-workbench.png"));
+
+        w.stopAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 60000);
+        QCOMPARE(w.run()->exitCode(), 0);
+        // A final checkpoint exists, newer than the one requested above.
+        QStringList complete;
+        for (const auto& s : steps()) {
+            if (QFile::exists(runDir + "/" + s + "/.metadata.json")) complete << s;
+        }
+        std::sort(complete.begin(), complete.end(), [](const QString& a, const QString& b) {
+            return a.mid(4).toLongLong() < b.mid(4).toLongLong();
+        });
+        QVERIFY(!complete.isEmpty());
+        QVERIFY2(complete.last().mid(4).toLongLong() > made.mid(4).toLongLong(), qPrintable(complete.join(' ')));
+        QFile status(runDir + "/status.json");
+        QVERIFY(status.open(QIODevice::ReadOnly));
+        QVERIFY(status.readAll().contains("\"stopped\""));
+    }
+};
+
+QTEST_MAIN(TestE2EWorkbench)
+#include "test_e2e_workbench.moc"
