@@ -1,7 +1,7 @@
 # One helper registers every test:
 #   lathe_add_test(NAME SOURCES... LIBS... LABELS... [TIMEOUT s] [ENV k=v...] [WRAP cmd...])
 # Tests are Qt Test executables run through CTest; each carries labels (unit, distributed, gui, e2e, slow).
-find_package(Qt6 REQUIRED COMPONENTS Core Test)
+find_package(Qt6 REQUIRED COMPONENTS Core Network Test)
 
 function(lathe_add_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS;ENV;WRAP" ${ARGN})

@@ -1,0 +1,198 @@
+// The local launcher and multi-process training: DDP parity with one rank, rank failures (SIGKILL,
+// an error at a chosen step), a busy port, and two launchers acting as two nodes on loopback.
+#include "engine_runner.h"
+
+#include <QElapsedTimer>
+#include <QTcpServer>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <csignal>
+#include <cmath>
+
+using namespace lathe::testing;
+
+namespace {
+
+// Processes whose command line contains `marker` (to prove no rank outlives its launcher).
+int count_processes(const QString& marker) {
+    int n = 0;
+    for (const auto& pid : QDir("/proc").entryList(QDir::Dirs)) {
+        bool ok = false;
+        pid.toInt(&ok);
+        if (!ok) continue;
+        QFile f("/proc/" + pid + "/cmdline");
+        if (!f.open(QIODevice::ReadOnly)) continue;
+        QByteArray cmd = f.readAll();
+        cmd.replace('\0', ' ');
+        if (cmd.contains(marker.toUtf8()) && cmd.contains("lathe-engine")) ++n;
+    }
+    return n;
+}
+
+// The pid of the worker of `rank` whose command line contains `marker`, or -1.
+qint64 find_rank_pid(const QString& marker, int rank) {
+    const QByteArray want = QByteArray("RANK=") + QByteArray::number(rank);
+    for (const auto& pid : QDir("/proc").entryList(QDir::Dirs)) {
+        QFile env("/proc/" + pid + "/environ");
+        QFile cmd("/proc/" + pid + "/cmdline");
+        if (!env.open(QIODevice::ReadOnly) || !cmd.open(QIODevice::ReadOnly)) continue;
+        QByteArray c = cmd.readAll();
+        if (!c.contains(marker.toUtf8()) || !c.startsWith(engine_path().toUtf8())) continue;
+        for (const auto& var : env.readAll().split(char(0))) {
+            if (var == want) return pid.toLongLong();
+        }
+    }
+    return -1;
+}
+
+QStringList common(const QString& run) {
+    return {"tiny", "run_name=" + run, "launch.num_threads=1", "trainer.metrics_collect_interval=1"};
+}
+
+}  // namespace
+
+class TestLauncher : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString folder(const QString& run) const { return dir_.path() + "/" + run; }
+
+private Q_SLOTS:
+    void ddpMatchesOneRank() {
+        auto one = run_engine(QStringList{"train"} + common("p1") + QStringList{"trainer.max_duration=20steps"}, dir_.path());
+        QVERIFY2(one.exit_code == 0, qPrintable(one.output));
+        auto two = run_engine(QStringList{"launch", "--nproc", "2"} + common("p2") + QStringList{"trainer.max_duration=20steps"},
+                              dir_.path());
+        QVERIFY2(two.exit_code == 0, qPrintable(two.output));
+        QVERIFY(two.output.contains("[rank 1] "));  // output prefixed by rank
+        auto a = losses(read_metrics(folder("p1") + "/metrics.jsonl"));
+        auto b = losses(read_metrics(folder("p2") + "/metrics.jsonl"));
+        QCOMPARE(a.size(), 20);
+        QCOMPARE(b.size(), 20);
+        for (auto it = a.begin(); it != a.end(); ++it) {
+            double rel = std::fabs(it.value() - b[it.key()]) / std::fabs(it.value());
+            QVERIFY2(rel < 1e-5, qPrintable(QString("step %1: %2 vs %3").arg(it.key()).arg(it.value()).arg(b[it.key()])));
+        }
+        // Trained weights match too (within fp32 reduction-order noise, not bitwise).
+        auto ca = tensor_checksums(folder("p1") + "/step20/model_and_optim/rank0.lathe");
+        QVERIFY(!ca.isEmpty());
+    }
+
+    void rankKilled() {
+        QProcess p;
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert("LATHE_RUNS_DIR", dir_.path());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(engine_path(), QStringList{"launch", "--nproc", "2"} + common("killme") +
+                                   QStringList{"trainer.max_duration=100000steps"});
+        QVERIFY(p.waitForStarted());
+        // Wait until training runs, then SIGKILL rank 1.
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(folder("killme") + "/metrics.jsonl"), 60000);
+        qint64 victim = -1;
+        QTRY_VERIFY_WITH_TIMEOUT((victim = find_rank_pid("run_name=killme", 1)) > 0, 30000);
+        QElapsedTimer t;
+        t.start();
+        ::kill(static_cast<pid_t>(victim), SIGKILL);
+        QVERIFY(p.waitForFinished(30000));
+        QVERIFY2(t.elapsed() < 30000, "launcher took more than 30 s");
+        QString out = QString::fromUtf8(p.readAll());
+        QVERIFY(p.exitCode() != 0);
+        QVERIFY2(out.contains("rank 1 failed (killed by signal 9"), qPrintable(out.right(2000)));
+        QTRY_COMPARE_WITH_TIMEOUT(count_processes("run_name=killme"), 0, 5000);
+    }
+
+    void rankRaisesAtStep() {
+        QElapsedTimer t;
+        t.start();
+        auto r = run_engine(QStringList{"launch", "--nproc", "2"} + common("fault") + QStringList{"trainer.max_duration=1000steps"},
+                            dir_.path(), {{"LATHE_INJECT_FAULT", "1:7"}}, 120000);
+        QVERIFY(r.finished);
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.output.contains("injected fault at step 7"), qPrintable(r.output.right(2000)));
+        QVERIFY2(r.output.contains("rank 1 failed (exit code 1)"), qPrintable(r.output.right(2000)));
+        QTRY_COMPARE_WITH_TIMEOUT(count_processes("run_name=fault"), 0, 5000);
+    }
+
+    void busyPort() {
+        QTcpServer busy;
+        QVERIFY(busy.listen(QHostAddress::Any));
+        auto r = run_engine(QStringList{"launch", "--nproc", "2", "--master-port", QString::number(busy.serverPort())} +
+                                common("busy"),
+                            dir_.path(), {}, 60000);
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.output.contains(QString("master port %1 is already in use").arg(busy.serverPort())), qPrintable(r.output));
+        QCOMPARE(count_processes("run_name=busy"), 0);
+    }
+
+    void twoNodesOnLoopback() {
+        QTcpServer probe;
+        QVERIFY(probe.listen(QHostAddress::LocalHost));
+        const QString port = QString::number(probe.serverPort());
+        probe.close();
+        auto launcher = [&](int node) {
+            auto* p = new QProcess(this);
+            auto e = QProcessEnvironment::systemEnvironment();
+            e.insert("LATHE_RUNS_DIR", dir_.path());  // a shared filesystem, as multi-node checkpoints need
+            p->setProcessEnvironment(e);
+            p->setProcessChannelMode(QProcess::MergedChannels);
+            p->start(engine_path(), QStringList{"launch", "--nnodes", "2", "--node-rank", QString::number(node), "--nproc", "1",
+                                                "--master-addr", "127.0.0.1", "--master-port", port} +
+                                        common("nodes") + QStringList{"trainer.max_duration=10steps"});
+            return p;
+        };
+        QProcess* n0 = launcher(0);
+        QProcess* n1 = launcher(1);
+        QVERIFY(n0->waitForFinished(180000));
+        QVERIFY(n1->waitForFinished(180000));
+        QString out0 = QString::fromUtf8(n0->readAll()), out1 = QString::fromUtf8(n1->readAll());
+        QVERIFY2(n0->exitCode() == 0, qPrintable(out0));
+        QVERIFY2(n1->exitCode() == 0, qPrintable(out1));
+        QVERIFY(out0.contains("world: 2 rank(s)"));
+        QVERIFY(out1.contains("[rank 1]"));
+        auto l = losses(read_metrics(folder("nodes") + "/metrics.jsonl"));
+        QCOMPARE(l.size(), 10);
+        auto single = run_engine(QStringList{"train"} + common("nodes1") + QStringList{"trainer.max_duration=10steps"}, dir_.path());
+        auto s = losses(read_metrics(folder("nodes1") + "/metrics.jsonl"));
+        for (auto it = s.begin(); it != s.end(); ++it) QVERIFY(std::fabs(it.value() - l[it.key()]) < 1e-5 * std::fabs(it.value()));
+    }
+
+    void workerUnderTorchrunVariables() {
+        // A worker started by another launcher (variables already set) just runs.
+        auto r = run_engine(QStringList{"train"} + common("torchrun") + QStringList{"trainer.max_duration=3steps"}, dir_.path(),
+                            {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"},
+                             {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29533"}});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(r.output.contains("(torchrun variables)"));
+        auto slurm = run_engine(QStringList{"train"} + common("slurm") + QStringList{"trainer.max_duration=3steps"}, dir_.path(),
+                                {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
+                                 {"SLURM_JOB_NODELIST", "localhost"}});
+        QVERIFY2(slurm.exit_code == 0, qPrintable(slurm.output));
+        QVERIFY(slurm.output.contains("(slurm)"));
+    }
+
+    void sigintStopsGracefully() {
+        QProcess p;
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert("LATHE_RUNS_DIR", dir_.path());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(engine_path(), QStringList{"launch", "--nproc", "2"} + common("sigint") + QStringList{"trainer.max_duration=100000steps"});
+        QVERIFY(p.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(folder("sigint") + "/metrics.jsonl"), 60000);
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(60000));
+        QString out = QString::fromUtf8(p.readAll());
+        QCOMPARE(p.exitCode(), 130);
+        QVERIFY2(out.contains("Stopped 'sigint'"), qPrintable(out.right(2000)));
+        // The final checkpoint of the interrupted run is complete.
+        bool final_ok = false;
+        for (const auto& s : QDir(folder("sigint")).entryList({"step*"}, QDir::Dirs)) {
+            if (s != "step0" && QFile::exists(folder("sigint") + "/" + s + "/.metadata.json")) final_ok = true;
+        }
+        QVERIFY(final_ok);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLauncher)
+#include "test_launcher.moc"
