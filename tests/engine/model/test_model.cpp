@@ -1,0 +1,256 @@
+// Model, data and schedule maths in-process: preset shapes and parameter counts, causality, RoPE
+// and RMSNorm against hand-computed cases, FLOPs, data loader determinism, coverage and sharding,
+// scheduler values, and the built-in corpus.
+#include "config/io.h"
+#include "data/builtin_corpus.h"
+#include "data/data_loader.h"
+#include "model/transformer.h"
+#include "train/scheduler.h"
+
+#include <QtTest>
+
+#include <cmath>
+#include <set>
+
+using namespace lathe;
+
+namespace {
+
+config::ModelConfig preset_model(const std::string& name) {
+    return config::load_or_throw(name).model;
+}
+
+// OLMo-core's parameter count, from the dimensions alone (TransformerConfig.num_params).
+int64_t expected_params(const config::ModelConfig& m) {
+    const int64_t d = m.d_model, hd = m.resolved_head_dim(), h = m.n_heads, kv = m.kv_heads(), ffn = m.hidden_size();
+    int64_t attn = d * h * hd + 2 * d * kv * hd + h * hd * d + (m.qk_norm ? h * hd + kv * hd : 0);
+    int64_t block = attn + 3 * d * ffn + 2 * d;
+    return m.vocab_size * d + m.n_layers * block + d + d * m.vocab_size;
+}
+
+}  // namespace
+
+class TestModel : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase() { torch::set_num_threads(1); }
+
+    void presetDimensions_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<int>("d_model");
+        QTest::addColumn<int>("n_layers");
+        QTest::addColumn<int>("n_heads");
+        QTest::addColumn<int>("ffn");
+        // OLMo-core's olmo2_* factories (d_model, layers, heads, SwiGLU hidden size).
+        QTest::newRow("olmo2_1M") << "olmo2_1M" << 12 << 4 << 4 << 256;
+        QTest::newRow("olmo2_14M") << "olmo2_14M" << 128 << 4 << 8 << 512;
+        QTest::newRow("olmo2_30M") << "olmo2_30M" << 256 << 4 << 8 << 768;
+        QTest::newRow("olmo2_60M") << "olmo2_60M" << 384 << 8 << 8 << 1536;
+        QTest::newRow("olmo2_190M") << "olmo2_190M" << 768 << 12 << 12 << 3072;
+        QTest::newRow("olmo2_1B") << "olmo2_1B" << 2048 << 18 << 16 << 8192;
+        QTest::newRow("olmo2_7B") << "olmo2_7B" << 4096 << 32 << 32 << 11008;
+    }
+    void presetDimensions() {
+        QFETCH(QString, preset);
+        QFETCH(int, d_model);
+        QFETCH(int, n_layers);
+        QFETCH(int, n_heads);
+        QFETCH(int, ffn);
+        auto m = preset_model(preset.toStdString());
+        QCOMPARE(m.d_model, int64_t(d_model));
+        QCOMPARE(m.n_layers, int64_t(n_layers));
+        QCOMPARE(m.n_heads, int64_t(n_heads));
+        QCOMPARE(m.hidden_size(), int64_t(ffn));
+        QVERIFY(m.qk_norm);
+        QCOMPARE(m.rope_theta, 500000.0);
+        QCOMPARE(m.layer_norm_eps, 1e-6);
+    }
+
+    void parameterCounts_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<qint64>("total");
+        // Published sizes: olmo2_7B with the dolma2 vocabulary is 7,298,617,344 parameters.
+        QTest::newRow("olmo2_7B") << "olmo2_7B" << qint64(7298617344LL);
+        QTest::newRow("olmo2_1M") << "olmo2_1M" << qint64(0);
+        QTest::newRow("olmo2_14M") << "olmo2_14M" << qint64(0);
+        QTest::newRow("olmo2_30M") << "olmo2_30M" << qint64(0);
+        QTest::newRow("tiny") << "tiny" << qint64(0);
+    }
+    void parameterCounts() {
+        QFETCH(QString, preset);
+        QFETCH(qint64, total);
+        auto m = preset_model(preset.toStdString());
+        if (total > 0) {
+            QCOMPARE(qint64(expected_params(m)), total);
+            return;  // too big to build here
+        }
+        model::Transformer t(m);
+        QCOMPARE(qint64(t->num_params()), qint64(expected_params(m)));
+        QCOMPARE(qint64(t->num_non_embedding_params()), qint64(expected_params(m) - m.vocab_size * m.d_model));
+    }
+
+    void flopsPerToken() {
+        auto m = preset_model("olmo2_14M");
+        model::Transformer t(m);
+        const int64_t seq = 256, d = 128, ffn = 512, V = 50304, L = 4;
+        int64_t attn_params = 4 * d * d + 2 * d;  // projections + q/k norms
+        int64_t expected = L * (6 * attn_params + 12 * 8 * 16 * seq + 6 * 3 * d * ffn) + 6 * (d * V + d);
+        QCOMPARE(t->num_flops_per_token(seq), expected);
+    }
+
+    void causality() {
+        config::ModelConfig m;
+        m.d_model = 32;
+        m.n_layers = 2;
+        m.n_heads = 4;
+        model::Transformer t(m);
+        torch::NoGradGuard g;
+        auto ids = torch::randint(0, 256, {2, 16}, torch::kInt64);
+        auto base = t->forward(ids);
+        for (int64_t pos : {0, 5, 14}) {
+            auto changed = ids.clone();
+            changed.index_put_({torch::indexing::Slice(), pos + 1}, (ids.index({torch::indexing::Slice(), pos + 1}) + 7) % 256);
+            auto out = t->forward(changed);
+            QVERIFY(torch::allclose(out.narrow(1, 0, pos + 1), base.narrow(1, 0, pos + 1), 0, 0));
+            QVERIFY(!torch::allclose(out.narrow(1, pos + 1, 1), base.narrow(1, pos + 1, 1)));
+        }
+    }
+
+    void rmsNorm() {
+        model::RMSNorm n(4, 1e-6);
+        torch::NoGradGuard g;
+        n->weight.copy_(torch::tensor({1.0f, 2.0f, 1.0f, 0.5f}));
+        auto x = torch::tensor({{1.0f, 2.0f, 3.0f, 4.0f}});
+        // mean(x^2) = 7.5 -> x / sqrt(7.5) * w
+        double r = 1.0 / std::sqrt(7.5 + 1e-6);
+        auto expected = torch::tensor({{1.0 * r, 4.0 * r, 3.0 * r, 2.0 * r}}, torch::kFloat32);
+        QVERIFY(torch::allclose(n(x), expected, 1e-6, 1e-6));
+    }
+
+    void rope() {
+        // head_dim 4, theta 100: inv_freq = [1, 0.1]; at position p the pairs (x0, x2) and (x1, x3)
+        // rotate by p and 0.1 p radians.
+        model::RotaryEmbedding rope(4, 100.0);
+        auto q = torch::tensor({1.0f, 2.0f, 3.0f, 4.0f}).view({1, 1, 1, 4}).repeat({1, 3, 1, 1});
+        auto [qr, kr] = rope.apply(q, q);
+        for (int p = 0; p < 3; ++p) {
+            double a = p, b = 0.1 * p;
+            std::vector<double> e = {1 * std::cos(a) - 3 * std::sin(a), 2 * std::cos(b) - 4 * std::sin(b),
+                                     3 * std::cos(a) + 1 * std::sin(a), 4 * std::cos(b) + 2 * std::sin(b)};
+            for (int i = 0; i < 4; ++i) QVERIFY(std::fabs(qr[0][p][0][i].item<double>() - e[i]) < 1e-5);
+        }
+        QVERIFY(torch::equal(qr, kr));
+    }
+
+    void initIsSeededAndTruncated() {
+        config::ModelConfig m;
+        model::Transformer a(m), b(m);
+        QVERIFY(torch::equal(a->lm_head->weight, b->lm_head->weight));
+        m.init_seed = 1;
+        model::Transformer c(m);
+        QVERIFY(!torch::equal(a->lm_head->weight, c->lm_head->weight));
+        QVERIFY(a->embeddings->weight.abs().max().item<double>() <= 3 * 0.02 + 1e-7);
+        double std = a->embeddings->weight.std().item<double>();
+        QVERIFY(std > 0.016 && std < 0.02);  // truncation at 3 std shrinks it slightly
+    }
+
+    void zLoss() {
+        config::ModelConfig m;
+        model::Transformer t(m);
+        torch::NoGradGuard g;
+        auto ids = torch::randint(0, 256, {2, 8}, torch::kInt64);
+        auto labels = ids.clone();
+        labels.index_put_({torch::indexing::Slice(), 7}, -100);
+        auto out = t->forward_loss(ids, labels, 14.0, 1e-4);
+        auto logits = t->forward(ids).view({-1, 256});
+        auto mask = (labels.view({-1}) != -100).to(torch::kFloat32);
+        double z = (1e-4 * torch::logsumexp(logits, -1).pow(2) * mask).sum().item<double>() / 14.0;
+        QVERIFY(std::fabs(out.z_loss.item<double>() - z) < 1e-6);
+    }
+
+    void schedulers() {
+        config::SchedulerConfig s;
+        s.warmup = 10;
+        s.alpha_f = 0.1;
+        QCOMPARE(train::scheduler_lr(s, 1.0, 1, 100), 0.1);
+        QCOMPARE(train::scheduler_lr(s, 1.0, 10, 100), 1.0);
+        QVERIFY(std::fabs(train::scheduler_lr(s, 1.0, 55, 100) - (0.1 + 0.9 * 0.5)) < 1e-12);  // half-way
+        QCOMPARE(train::scheduler_lr(s, 1.0, 100, 100), 0.1);
+        QCOMPARE(train::scheduler_lr(s, 1.0, 150, 100), 0.1);
+        s.name = config::SchedulerName::linear_with_warmup;
+        QVERIFY(std::fabs(train::scheduler_lr(s, 1.0, 55, 100) - 0.55) < 1e-12);
+        s.name = config::SchedulerName::constant;
+        QCOMPARE(train::scheduler_lr(s, 2.0, 3, 100), 2.0);
+        s.name = config::SchedulerName::constant_with_warmup;
+        QCOMPARE(train::scheduler_lr(s, 2.0, 5, 100), 1.0);
+    }
+
+    void builtinCorpus() {
+        auto a = data::generate_builtin_corpus(100000, 7);
+        auto b = data::generate_builtin_corpus(100000, 7);
+        auto c = data::generate_builtin_corpus(100000, 8);
+        QCOMPARE(a.size(), size_t(100000));
+        QVERIFY(a == b);
+        QVERIFY(a != c);
+        double h = data::corpus_unigram_entropy(a);
+        QVERIFY2(h > 2.3 && h < 3.5, qPrintable(QString::number(h)));  // English-like letters
+    }
+
+    void dataLoader() {
+        config::DatasetConfig d;
+        d.builtin_tokens = 64 * 100;
+        d.validation_fraction = 0;
+        auto ds = data::TokenDataset::build(d, 256);
+        QCOMPARE(ds->num_instances(), int64_t(100));
+        config::DataLoaderConfig c;
+        c.global_batch_size = 64 * 8;  // 8 instances per batch -> 12 batches per epoch
+        data::DataLoader whole(ds, c, 0, 1);
+        QCOMPARE(whole.total_batches(), int64_t(12));
+        // Determinism and a fresh order each epoch.
+        QCOMPARE(whole.epoch_order(1), whole.epoch_order(1));
+        QVERIFY(whole.epoch_order(1) != whole.epoch_order(2));
+        // One epoch covers 96 distinct instances with no repeat.
+        whole.reshuffle(1);
+        std::set<int64_t> seen;
+        std::vector<std::vector<int64_t>> global;
+        while (auto b = whole.next()) {
+            global.push_back(b->index);
+            for (auto i : b->index) QVERIFY(seen.insert(i).second);
+        }
+        QCOMPARE(seen.size(), size_t(96));
+        // Two ranks take positions r, r+2, ... of the same global batches.
+        data::DataLoader r0(ds, c, 0, 2), r1(ds, c, 1, 2);
+        r0.reshuffle(1);
+        r1.reshuffle(1);
+        for (std::size_t b = 0; b < global.size(); ++b) {
+            auto x = r0.next(), y = r1.next();
+            QVERIFY(x && y);
+            for (std::size_t k = 0; k < 4; ++k) {
+                QCOMPARE(x->index[k], global[b][2 * k]);
+                QCOMPARE(y->index[k], global[b][2 * k + 1]);
+            }
+            // The tokens are those of the instances.
+            std::vector<int64_t> tokens(64);
+            ds->instance(x->index[0], tokens.data());
+            QVERIFY(torch::equal(x->input_ids[0], torch::tensor(tokens, torch::kInt64)));
+        }
+        QVERIFY(!r0.next());
+        // Resume continues at exactly the next batch.
+        data::DataLoader a(ds, c, 0, 1), b(ds, c, 0, 1);
+        a.reshuffle(1);
+        for (int i = 0; i < 5; ++i) a.next();
+        auto state = a.state_dict();
+        b.load_state_dict(state);
+        b.reshuffle(1);
+        QCOMPARE(b.next()->index, a.next()->index);
+        // A different dataset is refused.
+        config::DatasetConfig other = d;
+        other.builtin_seed = 99;
+        data::DataLoader o(data::TokenDataset::build(other, 256), c, 0, 1);
+        QVERIFY_THROWS_EXCEPTION(std::exception, o.load_state_dict(state));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestModel)
+#include "test_model.moc"
