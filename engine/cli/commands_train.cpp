@@ -62,17 +62,20 @@ int cmd_bench(const Args& args) {
     cfg.trainer.metrics_collect_interval = 1000000;
     cfg.trainer.save_folder = "/nonexistent-bench";
 
+    // The trainer (and so this callback) is gone when run_worker returns: times live out here.
+    std::chrono::steady_clock::time_point t0, t1;
     struct BenchTimer : train::Callback {
-        int64_t warmup;
-        std::chrono::steady_clock::time_point t0, t1;
+        int64_t warmup = 0;
+        std::chrono::steady_clock::time_point *t0 = nullptr, *t1 = nullptr;
         void post_step() override {
-            if (step() == warmup) t0 = std::chrono::steady_clock::now();
-            t1 = std::chrono::steady_clock::now();
+            if (step() == warmup) *t0 = std::chrono::steady_clock::now();
+            *t1 = std::chrono::steady_clock::now();
         }
     };
     auto timer_owner = std::make_unique<BenchTimer>();
-    auto* timer = timer_owner.get();
-    timer->warmup = warmup;
+    timer_owner->warmup = warmup;
+    timer_owner->t0 = &t0;
+    timer_owner->t1 = &t1;
     train::Trainer* trainer_ptr = nullptr;
     RunOptions opts;
     opts.bench = true;
@@ -92,7 +95,7 @@ int cmd_bench(const Args& args) {
     };
     int rc = run_worker(cfg, opts);
     if (rc != kExitOk) return rc;
-    double secs = std::chrono::duration<double>(timer->t1 - timer->t0).count();
+    double secs = std::chrono::duration<double>(t1 - t0).count();
     double tps = static_cast<double>(steps * tokens_per_step) / secs;
     double achieved = tps * flops_per_token;
     nlohmann::json out = {{"config", cfg.run_name},
