@@ -69,6 +69,7 @@ fi
 # ---- Build ----------------------------------------------------------------------------------------
 export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}  # clones in other folders share the cache
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 export LATHE_CACHE=$CACHE
 cd "$ROOT"
