@@ -1,21 +1,35 @@
 #include "main_window.h"
 
+#include "checkpoints/checkpoints_model.h"
+#include "checkpoints/checkpoints_panel.h"
 #include "config/config_editor.h"
 #include "logs/log_model.h"
 #include "logs/log_view.h"
 #include "plots/metric_store.h"
 #include "plots/plot_panel.h"
+#include "runs/compare_view.h"
+#include "runs/config_diff.h"
+#include "runs/run_logs.h"
+#include "runs/run_metrics_loader.h"
+#include "runs/run_session.h"
+#include "runs/runs_model.h"
+#include "runs/runs_panel.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
+#include <QDialog>
 #include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QVBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -68,6 +82,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     store_ = new MetricStore(this);
     logModel_ = new LogModel(this);
     run_ = new RunController(this);
+    session_ = new RunSession(run_, store_, this);
 
     plots_ = new PlotPanel(store_, this);
     setCentralWidget(plots_);
@@ -84,12 +99,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     logDock->setWidget(logView_);
     addDockWidget(Qt::BottomDockWidgetArea, logDock);
 
+    buildRunsDocks();
     buildActions();
     buildToolbar();
     buildMenus();
 
-    connect(run_, &RunController::metricsReceived, store_,
-            [this](const lathe::protocol::Metrics& m) { store_->append(m); });
     connect(run_, &RunController::logLine, logModel_, &LogModel::append);
     connect(run_, &RunController::stateChanged, this, &MainWindow::onStateChanged);
     connect(run_, &RunController::statusReceived, this, &MainWindow::onStatus);
@@ -128,6 +142,190 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 }
 
 MainWindow::~MainWindow() = default;
+
+void MainWindow::buildRunsDocks() {
+    runsRoot_ = qEnvironmentVariable("LATHE_RUNS_DIR");
+    if (runsRoot_.isEmpty()) runsRoot_ = QSettings().value(QStringLiteral("runs/root")).toString();
+    if (runsRoot_.isEmpty()) runsRoot_ = defaultRunsRoot();
+    runsModel_ = new RunsModel(this);
+    runsModel_->setRoot(runsRoot_);
+    checkpointsModel_ = new CheckpointsModel(this);
+
+    auto* runsDock = new QDockWidget(tr("Runs"), this);
+    runsDock->setObjectName(QStringLiteral("runsDock"));
+    runsPanel_ = new RunsPanel(runsModel_, runsDock);
+    runsDock->setWidget(runsPanel_);
+    addDockWidget(Qt::RightDockWidgetArea, runsDock);
+
+    auto* checkpointsDock = new QDockWidget(tr("Checkpoints"), this);
+    checkpointsDock->setObjectName(QStringLiteral("checkpointsDock"));
+    checkpointsPanel_ = new CheckpointsPanel(checkpointsModel_, checkpointsDock);
+    checkpointsDock->setWidget(checkpointsPanel_);
+    addDockWidget(Qt::RightDockWidgetArea, checkpointsDock);
+    resizeDocks({runsDock}, {560}, Qt::Horizontal);
+
+    connect(runsPanel_, &RunsPanel::currentRunChanged, checkpointsModel_,
+            &CheckpointsModel::setRunDir);
+    connect(runsPanel_, &RunsPanel::openRequested, this, &MainWindow::openRun);
+    connect(runsPanel_, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
+    connect(checkpointsPanel_, &CheckpointsPanel::resumeRequested, this,
+            [this](const QString& checkpoint, ResumePlan::Mode mode) {
+                resumeFromCheckpoint(checkpoint, mode);
+            });
+    connect(checkpointsPanel_, &CheckpointsPanel::editResumeRequested, this, &MainWindow::editResume);
+    ResumeBar* bar = checkpointsPanel_->resumeBar();
+    connect(editor_, &ConfigEditor::documentChanged, bar, [this, bar] {
+        if (bar->hasPlan()) bar->setEditedConfig(editor_->resolvedJson());
+    });
+    connect(bar, &ResumeBar::resumeRequested, this,
+            [this, bar](ResumePlan::Mode mode, const QString& name, int ranks) {
+                if (!bar->hasPlan()) return;
+                if (!editor_->isValid()) {
+                    showProblem(tr("The config has problems"), tr("Fix the config's problems first."));
+                    return;
+                }
+                if (resumeFromCheckpoint(bar->plan().checkpointDir(), mode, name,
+                                         editor_->resolvedJson(), ranks))
+                    bar->clearPlan();
+            });
+    // Keep the shown run selected in the Runs dock, also when its folder only becomes a run
+    // folder after the engine started.
+    auto selectShown = [this] {
+        const QString dir = session_->shownRun();
+        if (!dir.isEmpty() && runsPanel_->currentRun() != dir) runsPanel_->selectRun(dir);
+    };
+    connect(session_, &RunSession::shownRunChanged, this, [this, selectShown] {
+        runsModel_->refresh();
+        selectShown();
+    });
+    connect(runsModel_, &QAbstractItemModel::rowsInserted, this,
+            [this, selectShown](const QModelIndex&, int first, int last) {
+                for (int row = first; row <= last; ++row)
+                    if (runsModel_->run(row).path == session_->shownRun()) selectShown();
+            });
+}
+
+void MainWindow::setRunsRoot(const QString& root) {
+    runsRoot_ = root;
+    runsModel_->setRoot(root);
+    checkpointsModel_->setRunDir(QString());
+}
+
+void MainWindow::showProblem(const QString& title, const QString& text) {
+    statusBar()->showMessage(text, 15000);
+    auto* box = new QMessageBox(QMessageBox::Warning, title, text, QMessageBox::Ok, this);
+    box->setObjectName(QStringLiteral("problemBox"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+}
+
+void MainWindow::beginRunUi() {
+    progress_->setRange(0, 0);
+    progress_->setFormat(tr("starting…"));
+    speed_->clear();
+}
+
+bool MainWindow::openRun(const QString& runDir) {
+    const RunInfo info = readRunInfo(runDir);
+    QString error;
+    if (!session_->openRun(runDir, info.state == RunState::Running, &error)) {
+        showProblem(tr("Cannot open the run"), error);
+        return false;
+    }
+    lathe::config::Json config;
+    if (readJsonFile(runDir + QStringLiteral("/config.json"), config) && config.is_object()) {
+        // Where it lives is the engine's business: a new name then starts a new folder.
+        if (config.contains("trainer") && config["trainer"].is_object())
+            config["trainer"]["save_folder"] = "";
+        editor_->setDocument(config);
+    }
+    logModel_->clear();
+    const int lines = loadRunLogs(runDir, logModel_);
+    checkpointsModel_->setRunDir(runDir);
+    runsPanel_->selectRun(runDir);
+    statusBar()->showMessage(
+        tr("Showing run %1 (%2)%3 · %4 log lines")
+            .arg(info.name, runStateName(info.state),
+                 session_->isFollowing() ? tr(", following it live") : QString())
+            .arg(lines),
+        15000);
+    return true;
+}
+
+bool MainWindow::resumeFromCheckpoint(const QString& checkpoint, ResumePlan::Mode mode,
+                                      const QString& newRunName,
+                                      const std::optional<lathe::config::Json>& config, int ranks) {
+    if (run_->isActive()) {
+        showProblem(tr("Cannot resume"), tr("A run is in progress."));
+        return false;
+    }
+    QString error;
+    const auto plan = ResumePlan::fromCheckpoint(checkpoint, &error);
+    if (!plan) {
+        showProblem(tr("Cannot resume"), error);
+        return false;
+    }
+    const QString name = newRunName.isEmpty()
+                             ? ResumePlan::suggestNewRunName(plan->runsRoot(), plan->runName(), plan->step())
+                             : newRunName;
+    const auto launch = plan->prepareLaunch(config ? *config : plan->baseConfig(), mode, name,
+                                            ranks > 0 ? ranks : plan->worldSize(), &error);
+    if (!launch) {
+        showProblem(tr("Cannot resume"), error);
+        return false;
+    }
+    beginRunUi();
+    if (!session_->resume(*plan, *launch, &error)) {
+        progress_->setRange(0, 1);
+        progress_->setFormat(tr("no run"));
+        showProblem(tr("Cannot resume"), error);
+        return false;
+    }
+    checkpointsModel_->setRunDir(launch->runDir);
+    statusBar()->showMessage(mode == ResumePlan::Mode::SameRun
+                                 ? tr("Resuming %1 from step %2").arg(plan->runName()).arg(plan->step())
+                                 : tr("Starting %1 from %2 step %3")
+                                       .arg(QFileInfo(launch->runDir).fileName(), plan->runName())
+                                       .arg(plan->step()),
+                             10000);
+    return true;
+}
+
+bool MainWindow::editResume(const QString& checkpoint) {
+    if (run_->isActive()) {
+        showProblem(tr("Cannot resume"), tr("A run is in progress."));
+        return false;
+    }
+    QString error;
+    const auto plan = ResumePlan::fromCheckpoint(checkpoint, &error);
+    if (!plan) {
+        showProblem(tr("Cannot resume"), error);
+        return false;
+    }
+    editor_->setDocument(plan->baseConfig());
+    checkpointsPanel_->resumeBar()->setPlan(*plan);
+    checkpointsPanel_->resumeBar()->setEditedConfig(editor_->resolvedJson());
+    return true;
+}
+
+CompareView* MainWindow::compareRuns(const QStringList& runDirs) {
+    auto* dialog = new QDialog(this);
+    dialog->setObjectName(QStringLiteral("compareDialog"));
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    QStringList names;
+    for (const QString& d : runDirs) names << QFileInfo(d).fileName();
+    dialog->setWindowTitle(tr("Compare runs: %1").arg(names.join(QStringLiteral(", "))));
+    auto* comparison = new RunComparison(dialog);
+    comparison->setSmoothingWeight(store_->smoothingWeight());
+    comparison->setRuns(runDirs);
+    auto* view = new CompareView(comparison, dialog);
+    auto* layout = new QVBoxLayout(dialog);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(view);
+    dialog->resize(1000, 720);
+    dialog->show();
+    return view;
+}
 
 void MainWindow::buildActions() {
     start_ = new QAction(style()->standardIcon(QStyle::SP_MediaPlay), tr("&Start"), this);
@@ -209,6 +407,13 @@ void MainWindow::buildMenus() {
     file->addAction(tr("Export plots as &PNG…"), plots_, &PlotPanel::exportPngInteractive);
     file->addAction(tr("Export metrics as &CSV…"), plots_, &PlotPanel::exportCsvInteractive);
     file->addSeparator();
+    file->addAction(tr("R&uns folder…"), this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, tr("Runs folder"), runsRoot_);
+        if (dir.isEmpty()) return;
+        QSettings().setValue(QStringLiteral("runs/root"), dir);
+        setRunsRoot(dir);
+    });
+    file->addSeparator();
     auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
 
@@ -264,17 +469,16 @@ bool MainWindow::startRun() {
                              tr("Fix these before starting:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
         return false;
     }
-    store_->clear();
     RunOptions options;
     options.ranks = ranks_->value();
+    options.runsDir = runsRoot_;
     if (devices_) options.cudaDevices = devices_->text().trimmed();
-    progress_->setRange(0, 0);
-    progress_->setFormat(tr("starting…"));
-    speed_->clear();
-    if (!run_->start(editor_->resolvedJson(), options)) {
+    beginRunUi();
+    QString error;
+    if (!session_->startNew(editor_->resolvedJson(), options, &error)) {
         progress_->setRange(0, 1);
         progress_->setFormat(tr("no run"));
-        QMessageBox::critical(this, tr("Cannot start"), run_->errorString());
+        QMessageBox::critical(this, tr("Cannot start"), error);
         return false;
     }
     QSettings().setValue(QStringLiteral("run/ranks"), ranks_->value());
@@ -300,6 +504,14 @@ void MainWindow::onStateChanged(RunController::State s) {
         kill_->setEnabled(false);
     }
     editor_->setEnabled(!active);
+    checkpointsPanel_->resumeBar()->setEnabled(!active);
+    for (auto* b : {checkpointsPanel_->resumeButton(), checkpointsPanel_->resumeAsNewButton(),
+                    checkpointsPanel_->editResumeButton()})
+        if (active) b->setEnabled(false);
+    if (!active) {
+        runsModel_->refresh();
+        checkpointsModel_->refresh();
+    }
 }
 
 void MainWindow::onStatus(const lathe::protocol::Status& st) {

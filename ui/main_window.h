@@ -1,13 +1,18 @@
 // MainWindow: the workbench. The config editor (left dock), the live plots (centre), the log
 // (bottom dock) and the run-control toolbar (Start with the number of ranks, Checkpoint now, Stop,
-// Kill once a stop has timed out, the run state, a progress bar with step/total, tokens/s, ETA).
-// Closing during a run asks first and never leaves an engine process behind. Layout is kept in
-// QSettings between sessions.
+// Kill once a stop has timed out, the run state, a progress bar with step/total, tokens/s, ETA),
+// the runs under the runs root (right dock: open a past run's curves, config and logs, follow a
+// run started elsewhere, compare runs) and the selected run's checkpoints (Resume, Resume as new
+// run, Edit & resume, Verify, Delete). Closing during a run asks first and never leaves an engine
+// process behind. Layout is kept in QSettings between sessions.
 #pragma once
 
+#include "checkpoints/resume_plan.h"
 #include "run/run_controller.h"
 
 #include <QMainWindow>
+
+#include <optional>
 
 class QAction;
 class QLabel;
@@ -17,11 +22,17 @@ class QSpinBox;
 
 namespace lathe::ui {
 
+class CheckpointsModel;
+class CheckpointsPanel;
+class CompareView;
 class ConfigEditor;
 class LogModel;
 class LogView;
 class MetricStore;
 class PlotPanel;
+class RunSession;
+class RunsModel;
+class RunsPanel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -43,6 +54,16 @@ public:
     QLabel* stateLabel() const { return state_; }
     QProgressBar* progressBar() const { return progress_; }
     QLabel* speedLabel() const { return speed_; }
+    RunSession* session() const { return session_; }
+    RunsModel* runsModel() const { return runsModel_; }
+    RunsPanel* runsPanel() const { return runsPanel_; }
+    CheckpointsModel* checkpointsModel() const { return checkpointsModel_; }
+    CheckpointsPanel* checkpointsPanel() const { return checkpointsPanel_; }
+
+    /// Where runs live: $LATHE_RUNS_DIR, else the folder chosen in File > Runs folder, else the
+    /// engine's default. Passed to the engine as --runs-dir.
+    QString runsRoot() const { return runsRoot_; }
+    void setRunsRoot(const QString& root);
 
     /// Number of CUDA devices the NVIDIA driver reports (0 without one); no CUDA library needed.
     static int cudaDeviceCount();
@@ -51,6 +72,19 @@ public:
 
 public Q_SLOTS:
     bool startRun();
+    /// Shows a run from disk: its curves (followed live while it runs), its config in the editor
+    /// (trainer.save_folder cleared) and its logs.
+    bool openRun(const QString& runDir);
+    /// Resumes from `checkpoint`: with its own config unless `config` is given, with its last
+    /// world size unless `ranks` > 0, as a new run named `newRunName` (suggested when empty).
+    bool resumeFromCheckpoint(const QString& checkpoint, lathe::ui::ResumePlan::Mode mode,
+                              const QString& newRunName = {},
+                              const std::optional<lathe::config::Json>& config = std::nullopt,
+                              int ranks = 0);
+    /// Loads the checkpoint's config into the editor and shows the ResumeBar.
+    bool editResume(const QString& checkpoint);
+    /// Opens a window overlaying the runs' curves, with their config differences.
+    CompareView* compareRuns(const QStringList& runDirs);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -65,6 +99,9 @@ private:
     void updateTitle();
     void saveLayout();
     void restoreLayout();
+    void buildRunsDocks();
+    void showProblem(const QString& title, const QString& text);
+    void beginRunUi();
 
     ConfigEditor* editor_ = nullptr;
     MetricStore* store_ = nullptr;
@@ -72,6 +109,12 @@ private:
     LogModel* logModel_ = nullptr;
     LogView* logView_ = nullptr;
     RunController* run_ = nullptr;
+    RunSession* session_ = nullptr;
+    RunsModel* runsModel_ = nullptr;
+    RunsPanel* runsPanel_ = nullptr;
+    CheckpointsModel* checkpointsModel_ = nullptr;
+    CheckpointsPanel* checkpointsPanel_ = nullptr;
+    QString runsRoot_;
 
     QAction* start_ = nullptr;
     QAction* checkpoint_ = nullptr;

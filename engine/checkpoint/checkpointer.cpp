@@ -72,9 +72,11 @@ void Checkpointer::save(const std::string& dir, train::TransformerTrainModule& t
     s.ephemeral = ephemeral;
     s.trainer_state = trainer_state.dump();
     s.extra_files = extra_files;
+    // Every rank takes part (FSDP gathers its shards here); rank 0 keeps a copy off the training
+    // path, since the training thread may change the originals right away.
+    auto tensors = tm.state_tensors();
     if (env_.rank() == 0) {
-        // Copy off the training path: the training thread may change the originals right away.
-        for (auto& [name, t] : tm.state_tensors()) s.tensors.emplace_back(name, t.detach().to(torch::kCPU, false, true));
+        for (auto& [name, t] : tensors) s.tensors.emplace_back(name, t.detach().to(torch::kCPU, false, true));
     }
     auto t0 = std::chrono::steady_clock::now();
     if (!async) {

@@ -8,6 +8,8 @@
 #include "util/error.h"
 
 #include <chrono>
+#include <filesystem>
+#include <unistd.h>
 #include <cmath>
 #include <iostream>
 
@@ -30,6 +32,10 @@ bool load_config(const ParsedArgs& p, const char* cmd, config::ExperimentConfig&
     return true;
 }
 
+std::string timer_async_name(const config::ExperimentConfig& cfg) {
+    return cfg.trainer.callbacks.checkpointer.save_async.value_or(true) ? "async" : "sync";
+}
+
 }  // namespace
 
 int cmd_train(const Args& args) {
@@ -46,60 +52,110 @@ int cmd_train(const Args& args) {
 }
 
 int cmd_bench(const Args& args) {
-    auto p = parse_args(args, {"--steps", "--warmup"});
+    auto p = parse_args(args, {"--steps", "--warmup", "--nproc", "--checkpoint-every"}, {"--callbacks"});
     config::ExperimentConfig cfg;
     if (!load_config(p, "bench", cfg)) return kExitUsage;
-    int64_t steps = std::stoll(p.option("--steps", "20"));
-    int64_t warmup = std::stoll(p.option("--warmup", "3"));
-    if (steps < 1 || warmup < 1) {
-        std::cerr << "lathe-engine bench: --steps and --warmup must be >= 1\n";
+    int64_t steps = 0, warmup = 0, nproc = 0, ckpt_every = 0;
+    try {
+        steps = std::stoll(p.option("--steps", "20"));
+        warmup = std::stoll(p.option("--warmup", "3"));
+        nproc = std::stoll(p.option("--nproc", std::to_string(cfg.launch.nproc)));
+        ckpt_every = std::stoll(p.option("--checkpoint-every", "0"));
+    } catch (const std::exception&) {
+        std::cerr << "lathe-engine bench: --steps, --warmup, --nproc and --checkpoint-every take integers\n";
         return kExitUsage;
     }
+    if (steps < 1 || warmup < 1 || nproc < 1 || ckpt_every < 0) {
+        std::cerr << "lathe-engine bench: --steps, --warmup and --nproc must be >= 1\n";
+        return kExitUsage;
+    }
+    const bool is_worker = std::getenv("RANK") || std::getenv("WORLD_SIZE");
+    if (nproc > 1 && !is_worker) {
+        // Same arguments for every rank (minus --nproc); the launcher sets launch.nproc.
+        Args worker_args;
+        for (std::size_t i = 0; i < args.size(); ++i) {
+            if (args[i] == "--nproc") {
+                ++i;
+                continue;
+            }
+            if (args[i].rfind("--nproc=", 0) == 0) continue;
+            worker_args.push_back(args[i]);
+        }
+        cfg.launch.nproc = nproc;
+        return launch_from_train(cfg, worker_args, "bench");
+    }
+    const bool with_callbacks = p.has("--callbacks");
     cfg.trainer.max_duration = config::Duration::steps(warmup + steps);
     cfg.trainer.hard_stop.reset();
     cfg.trainer.no_checkpoints = true;
     cfg.trainer.no_evals = true;
-    cfg.trainer.metrics_collect_interval = 1000000;
-    cfg.trainer.save_folder = "/nonexistent-bench";
+    if (!with_callbacks) cfg.trainer.metrics_collect_interval = 1000000;
+    // Files (metrics, checkpoints) go to a scratch folder that is removed afterwards.
+    std::string scratch;
+    if (with_callbacks || ckpt_every > 0) {
+        // One folder for every rank of the job: named after the job's port, or this process.
+        const char* port = std::getenv("MASTER_PORT");
+        scratch = std::string("/tmp/lathe-bench-") + (port ? port : std::to_string(::getpid()));
+        cfg.trainer.save_folder = scratch;
+    } else {
+        cfg.trainer.save_folder = "/nonexistent-bench";
+    }
 
-    // The trainer (and so this callback) is gone when run_worker returns: times live out here.
+    // The trainer (and so these callbacks) is gone when run_worker returns: results live out here.
     std::chrono::steady_clock::time_point t0, t1;
+    double blocked_s = 0;
+    int64_t saves = 0;
     struct BenchTimer : train::Callback {
-        int64_t warmup = 0;
+        int64_t warmup = 0, ckpt_every = 0;
+        bool async = true;
         std::chrono::steady_clock::time_point *t0 = nullptr, *t1 = nullptr;
+        double* blocked = nullptr;
+        int64_t* saves = nullptr;
+        void post_train_batch() override {
+            if (ckpt_every <= 0 || step() <= warmup || (step() - warmup) % ckpt_every != 0) return;
+            auto a = std::chrono::steady_clock::now();
+            trainer().save_checkpoint(false, async);
+            *blocked += std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+            ++*saves;
+        }
         void post_step() override {
             if (step() == warmup) *t0 = std::chrono::steady_clock::now();
             *t1 = std::chrono::steady_clock::now();
         }
+        void post_train() override { trainer().checkpointer().wait(); }
     };
-    auto timer_owner = std::make_unique<BenchTimer>();
-    timer_owner->warmup = warmup;
-    timer_owner->t0 = &t0;
-    timer_owner->t1 = &t1;
-    train::Trainer* trainer_ptr = nullptr;
-    RunOptions opts;
-    opts.bench = true;
-    opts.customize = [&](train::Trainer& t) {
-        t.add_callback("bench_timer", std::move(timer_owner));
-        trainer_ptr = &t;
-    };
+    auto timer = std::make_unique<BenchTimer>();
+    timer->warmup = warmup;
+    timer->ckpt_every = ckpt_every;
+    timer->async = cfg.trainer.callbacks.checkpointer.save_async.value_or(true);
+    timer->t0 = &t0;
+    timer->t1 = &t1;
+    timer->blocked = &blocked_s;
+    timer->saves = &saves;
+
     double flops_per_token = 0, peak = 0;
-    int64_t tokens_per_step = cfg.data_loader.global_batch_size / cfg.launch.nproc;
-    auto orig_customize = opts.customize;
+    int64_t tokens_per_step = 0, world = 1;
+    RunOptions opts;
+    opts.bench = !with_callbacks;
     opts.customize = [&](train::Trainer& t) {
-        orig_customize(t);
+        t.add_callback("bench_timer", std::move(timer));
         flops_per_token = static_cast<double>(t.train_module().num_flops_per_token(cfg.dataset.sequence_length));
         auto dtype = cfg.model.dtype == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32;
         peak = train::measure_peak_flops(t.env().device(), dtype);
-        tokens_per_step = t.data_loader().rank_batch_size();
+        tokens_per_step = t.data_loader().global_batch_size();
+        world = t.env().world_size();
     };
     int rc = run_worker(cfg, opts);
+    const bool rank0 = !std::getenv("RANK") || std::string(std::getenv("RANK")) == "0";
+    if (!scratch.empty() && rank0) std::filesystem::remove_all(scratch);
     if (rc != kExitOk) return rc;
+    if (std::getenv("RANK") && std::string(std::getenv("RANK")) != "0") return kExitOk;
     double secs = std::chrono::duration<double>(t1 - t0).count();
-    double tps = static_cast<double>(steps * tokens_per_step) / secs;
-    double achieved = tps * flops_per_token;
+    double tps = static_cast<double>(steps * tokens_per_step) / secs;  // all ranks together
+    double achieved = tps / static_cast<double>(world) * flops_per_token;  // per device
     nlohmann::json out = {{"config", cfg.run_name},
                           {"steps", steps},
+                          {"world_size", world},
                           {"step_time_s", secs / static_cast<double>(steps)},
                           {"tokens_per_s", tps},
                           {"flops_per_token", flops_per_token},
@@ -107,8 +163,13 @@ int cmd_bench(const Args& args) {
                           {"peak_gflops", peak / 1e9},
                           {"mfu", achieved / peak},
                           {"threads", torch::get_num_threads()},
-                          {"dtype", config::enum_to_string(cfg.model.dtype)}};
-    (void)trainer_ptr;
+                          {"dtype", config::enum_to_string(cfg.model.dtype)},
+                          {"callbacks", with_callbacks}};
+    if (saves > 0) {
+        out["checkpoint_mode"] = timer_async_name(cfg);
+        out["checkpoints"] = saves;
+        out["checkpoint_blocking_s"] = blocked_s / static_cast<double>(saves);
+    }
     std::cout << out.dump() << std::endl;
     return kExitOk;
 }

@@ -90,7 +90,8 @@ void emit_lines(Child& c, const char* data, ssize_t n, bool flush) {
 struct LaunchOptions {
     int nproc = 1, nnodes = 1, node_rank = 0, master_port = 0;
     std::string master_addr = "127.0.0.1";
-    std::vector<std::string> worker_args;  // after "train"
+    std::vector<std::string> worker_args;  // after the command
+    std::string command = "train";         // the subcommand each worker runs
 };
 
 int run_launcher(const LaunchOptions& o) {
@@ -143,7 +144,7 @@ int run_launcher(const LaunchOptions& o) {
             ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
             ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
             ::setenv("LATHE_LAUNCHED", "1", 1);
-            std::vector<std::string> argv_s = {self, "train"};
+            std::vector<std::string> argv_s = {self, o.command};
             argv_s.insert(argv_s.end(), o.worker_args.begin(), o.worker_args.end());
             argv_s.push_back("launch.nproc=" + std::to_string(o.nproc));
             std::vector<char*> argv;
@@ -290,10 +291,11 @@ int cmd_launch(const Args& args) {
     return run_launcher(o);
 }
 
-int launch_from_train(const config::ExperimentConfig& cfg, const Args& args) {
+int launch_from_train(const config::ExperimentConfig& cfg, const Args& args, const std::string& command) {
     LaunchOptions o;
     o.nproc = static_cast<int>(cfg.launch.nproc);
     o.worker_args = args;
+    o.command = command;
     return run_launcher(o);
 }
 

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "util/torch_info.h"
 
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
@@ -57,7 +58,14 @@ int main(int argc, char** argv) {
     try {
         return it->second(Args(args.begin() + 1, args.end()));
     } catch (const std::exception& e) {
-        std::cerr << "lathe-engine " << args[0] << ": error: " << e.what() << "\n";
+        std::cerr << "lathe-engine " << args[0] << ": error: " << e.what() << std::endl;
+        const char* world = std::getenv("WORLD_SIZE");
+        if (world && std::atoi(world) > 1) {
+            // Process groups and threads may be blocked on ranks that will never answer: leave
+            // without running their destructors, so the launcher sees the failure at once.
+            std::cout.flush();
+            std::_Exit(kExitFailure);
+        }
         return kExitFailure;
     }
 }

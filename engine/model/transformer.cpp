@@ -120,12 +120,59 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
     init_weights();
     if (c.dtype == config::DType::bfloat16) to(torch::kBFloat16);
+    for (const auto& p : parameters()) num_params_ += p.numel();
+    for (const auto& m : *blocks) {
+        auto b = m->as<Block>();
+        int64_t attn_params = 0, ffn_params = 0;
+        for (const auto& p : b->attention->parameters()) attn_params += p.numel();
+        for (const auto& p : b->feed_forward->parameters()) ffn_params += p.numel();
+        flops_fixed_ += 6 * attn_params + 6 * ffn_params;
+        flops_per_seq_ += 12 * b->attention->n_heads * b->attention->head_dim;
+    }
+    int64_t head_params = 0;
+    for (const auto& p : lm_head->parameters()) head_params += p.numel();
+    for (const auto& p : lm_head_norm->parameters()) head_params += p.numel();
+    flops_fixed_ += 6 * head_params;
+}
+
+torch::Tensor TransformerImpl::run_unit(int64_t unit, const torch::Tensor& x) {
+    if (unit == 0) return embeddings(x);
+    if (unit <= cfg.n_layers) return blocks[static_cast<std::size_t>(unit - 1)]->as<Block>()->forward(x);
+    return lm_head(lm_head_norm(x));
+}
+
+std::vector<std::pair<std::string, torch::Tensor*>> TransformerImpl::unit_parameters(int64_t unit) {
+    std::vector<std::pair<std::string, torch::Tensor*>> out;
+    if (unit == 0) {
+        out.emplace_back("embeddings.weight", &embeddings->weight);
+    } else if (unit <= cfg.n_layers) {
+        auto b = blocks[static_cast<std::size_t>(unit - 1)]->as<Block>();
+        const std::string p = "blocks." + std::to_string(unit - 1) + ".";
+        auto& a = b->attention;
+        out.emplace_back(p + "attention.w_q.weight", &a->w_q->weight);
+        out.emplace_back(p + "attention.w_k.weight", &a->w_k->weight);
+        out.emplace_back(p + "attention.w_v.weight", &a->w_v->weight);
+        out.emplace_back(p + "attention.w_out.weight", &a->w_out->weight);
+        if (a->q_norm) {
+            out.emplace_back(p + "attention.q_norm.weight", &a->q_norm->weight);
+            out.emplace_back(p + "attention.k_norm.weight", &a->k_norm->weight);
+        }
+        out.emplace_back(p + "attention_norm.weight", &b->attention_norm->weight);
+        out.emplace_back(p + "feed_forward.w1.weight", &b->feed_forward->w1->weight);
+        out.emplace_back(p + "feed_forward.w2.weight", &b->feed_forward->w2->weight);
+        out.emplace_back(p + "feed_forward.w3.weight", &b->feed_forward->w3->weight);
+        out.emplace_back(p + "feed_forward_norm.weight", &b->feed_forward_norm->weight);
+    } else {
+        out.emplace_back("lm_head_norm.weight", &lm_head_norm->weight);
+        out.emplace_back("lm_head.weight", &lm_head->weight);
+    }
+    return out;
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) {
-    auto h = embeddings(input_ids);
-    for (const auto& b : *blocks) h = b->as<Block>()->forward(h);
-    return lm_head(lm_head_norm(h));
+    torch::Tensor h = input_ids;
+    for (int64_t u = 0; u < num_units(); ++u) h = unit_runner ? unit_runner(u, h) : run_unit(u, h);
+    return h;
 }
 
 LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels,
@@ -186,31 +233,10 @@ void TransformerImpl::init_weights() {
     }
 }
 
-int64_t TransformerImpl::num_params() const {
-    int64_t n = 0;
-    for (const auto& p : parameters()) n += p.numel();
-    return n;
-}
+int64_t TransformerImpl::num_params() const { return num_params_; }
 
-int64_t TransformerImpl::num_non_embedding_params() const {
-    return num_params() - cfg.vocab_size * cfg.d_model;
-}
+int64_t TransformerImpl::num_non_embedding_params() const { return num_params_ - cfg.vocab_size * cfg.d_model; }
 
-int64_t TransformerImpl::num_flops_per_token(int64_t seq_len) const {
-    int64_t flops = 0;
-    for (const auto& m : *blocks) {
-        auto b = m->as<Block>();
-        int64_t attn_params = 0, ffn_params = 0;
-        for (const auto& p : b->attention->parameters()) attn_params += p.numel();
-        for (const auto& p : b->feed_forward->parameters()) ffn_params += p.numel();
-        const auto& a = b->attention;
-        flops += 6 * attn_params + 12 * a->n_heads * a->head_dim * seq_len;
-        flops += 6 * ffn_params;
-    }
-    int64_t head_params = 0;
-    for (const auto& p : lm_head->parameters()) head_params += p.numel();
-    for (const auto& p : lm_head_norm->parameters()) head_params += p.numel();
-    return flops + 6 * head_params;
-}
+int64_t TransformerImpl::num_flops_per_token(int64_t seq_len) const { return flops_fixed_ + flops_per_seq_ * seq_len; }
 
 }  // namespace lathe::model

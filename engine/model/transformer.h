@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 namespace lathe::model {
 
 /// RMSNorm computed in fp32 and cast back: x * rsqrt(mean(x^2) + eps) * weight.
@@ -75,6 +77,14 @@ struct TransformerImpl : torch::nn::Module {
     /// Logits of shape (B, T, vocab).
     torch::Tensor forward(const torch::Tensor& input_ids);
 
+    /// The model as a sequence of units: 0 = embeddings, 1..n_layers = blocks, n_layers + 1 =
+    /// final norm and LM head. run_unit() applies one; FSDP wraps each unit through `unit_runner`.
+    int64_t num_units() const { return cfg.n_layers + 2; }
+    torch::Tensor run_unit(int64_t unit, const torch::Tensor& x);
+    /// The parameter members of a unit, with their names (FSDP rebinds them to gathered views).
+    std::vector<std::pair<std::string, torch::Tensor*>> unit_parameters(int64_t unit);
+    std::function<torch::Tensor(int64_t unit, const torch::Tensor& x)> unit_runner;
+
     /// Forward plus cross-entropy (sum over tokens whose label != ignore_index, divided by
     /// div_factor) and optional z-loss (multiplier * logsumexp(logits)^2, same reduction).
     LossOutput forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels, double div_factor,
@@ -92,6 +102,8 @@ struct TransformerImpl : torch::nn::Module {
 
     config::ModelConfig cfg;
     std::shared_ptr<RotaryEmbedding> rope;
+    // Counted once at construction: FSDP later moves the parameters out of the modules.
+    int64_t num_params_ = 0, flops_fixed_ = 0, flops_per_seq_ = 0;
     torch::nn::Embedding embeddings{nullptr};
     torch::nn::ModuleList blocks;
     RMSNorm lm_head_norm{nullptr};

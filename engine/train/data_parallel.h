@@ -23,6 +23,14 @@ public:
     /// average over ranks.
     virtual void finish_backward() = 0;
     virtual std::string describe() const = 0;
+    /// The tensors whose .grad() the optimizer uses (the model's parameters, or FSDP's shards).
+    virtual std::vector<torch::Tensor> grad_params() const { return params_for_grads_; }
+    /// Turns a local sum of squared gradients into the global one (identity unless sharded).
+    virtual void reduce_grad_norm_sq(torch::Tensor&) const {}
+    void set_grad_params(std::vector<torch::Tensor> p) { params_for_grads_ = std::move(p); }
+
+private:
+    std::vector<torch::Tensor> params_for_grads_;
 };
 
 /// One rank: nothing to do.

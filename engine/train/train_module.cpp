@@ -1,6 +1,7 @@
 #include "train/train_module.h"
 
 #include "train/data_parallel.h"
+#include "train/fsdp.h"
 #include "train/scheduler.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -23,29 +24,11 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
 
     // Parameter groups: group 0 decays; group 1 (only when something is excluded) does not.
     const auto& o = cfg_.optim;
-    std::vector<torch::Tensor> decay, no_decay;
-    for (auto& p : model_->named_parameters()) {
-        bool is_embedding = p.key().rfind("embeddings.", 0) == 0;
-        bool is_norm = p.key().find("norm") != std::string::npos;
-        if ((is_embedding && !o.decay_embeddings) || (is_norm && !o.decay_norms)) {
-            no_decay.push_back(p.value());
-        } else {
-            decay.push_back(p.value());
-        }
-    }
-    auto opts = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
-    param_groups_.push_back(decay);
-    if (!no_decay.empty()) {
-        auto nd = opts;
-        nd.weight_decay(0.0);
-        groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nd));
-        param_groups_.push_back(no_decay);
-    }
-    optim_ = std::make_unique<torch::optim::AdamW>(groups, opts);
-    for (std::size_t g = 0; g < groups.size(); ++g) initial_lrs_.push_back(o.lr);
-
+    auto is_no_decay = [&o](const std::string& name) {
+        bool is_embedding = name.rfind("embeddings.", 0) == 0;
+        bool is_norm = name.find("norm") != std::string::npos;
+        return (is_embedding && !o.decay_embeddings) || (is_norm && !o.decay_norms);
+    };
     if (const char* nan_step = std::getenv("LATHE_INJECT_NAN_STEP")) inject_nan_step_ = std::atoll(nan_step);
     // Fault injection for tests: LATHE_INJECT_FAULT=RANK:STEP makes that rank fail at that step.
     if (const char* fault = std::getenv("LATHE_INJECT_FAULT")) {
@@ -55,14 +38,34 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
             inject_fault_step_ = std::atoll(f.substr(colon + 1).c_str());
         }
     }
-    if (env.distributed()) {
-        if (cfg_.dp_config.name == config::DataParallelType::fsdp) {
-            throw Error("train_module.dp_config.name=fsdp is not available yet; use ddp");
-        }
-        dp_ = std::make_unique<DistributedDataParallel>(model_->parameters(), env.dp_group(), cfg_.dp_config);
+    std::vector<std::vector<torch::Tensor>> groups_params;
+    if (env.distributed() && cfg_.dp_config.name == config::DataParallelType::fsdp) {
+        auto fsdp = std::make_unique<FullyShardedDataParallel>(model_, env.dp_group(), cfg_.dp_config, is_no_decay);
+        fsdp_ = fsdp.get();
+        groups_params = fsdp->optimizer_groups();
+        dp_ = std::move(fsdp);
     } else {
-        dp_ = std::make_unique<NoDataParallel>();
+        std::vector<torch::Tensor> decay, no_decay;
+        for (auto& p : model_->named_parameters()) (is_no_decay(p.key()) ? no_decay : decay).push_back(p.value());
+        groups_params.push_back(decay);
+        if (!no_decay.empty()) groups_params.push_back(no_decay);
+        if (env.distributed()) {
+            dp_ = std::make_unique<DistributedDataParallel>(model_->parameters(), env.dp_group(), cfg_.dp_config);
+        } else {
+            dp_ = std::make_unique<NoDataParallel>();
+        }
+        dp_->set_grad_params(model_->parameters());
     }
+    auto opts = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    for (std::size_t g = 0; g < groups_params.size(); ++g) {
+        auto go = opts;
+        if (g == 1) go.weight_decay(0.0);
+        groups.emplace_back(groups_params[g], std::make_unique<torch::optim::AdamWOptions>(go));
+        initial_lrs_.push_back(o.lr);
+    }
+    param_groups_ = groups_params;
+    optim_ = std::make_unique<torch::optim::AdamW>(groups, opts);
 }
 
 TransformerTrainModule::~TransformerTrainModule() = default;
@@ -115,12 +118,13 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
 void TransformerTrainModule::optim_step() {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> grads;
-    for (const auto& p : model_->parameters()) {
+    for (const auto& p : dp_->grad_params()) {
         if (p.grad().defined()) grads.push_back(p.grad());
     }
-    // Total gradient norm in fp32 (gradients are already averaged over ranks).
+    // Total gradient norm in fp32 (gradients are already averaged over ranks; FSDP sums its shards).
     torch::Tensor total = torch::zeros({}, torch::TensorOptions().device(env_.device()).dtype(torch::kFloat32));
     for (const auto& g : grads) total += g.to(torch::kFloat32).pow(2).sum();
+    dp_->reduce_grad_norm_sq(total);
     total = total.sqrt();
     const double norm = total.item<double>();
     last_grads_finite_ = std::isfinite(norm);
@@ -184,6 +188,7 @@ std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch&
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state_tensors() {
+    if (fsdp_) return fsdp_->full_state(*optim_);
     std::vector<std::pair<std::string, torch::Tensor>> out;
     std::map<const void*, std::string> names;
     for (auto& p : model_->named_parameters()) {
@@ -208,6 +213,10 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state
 void TransformerTrainModule::load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
                                                 bool load_optim) {
     torch::NoGradGuard no_grad;
+    if (fsdp_) {
+        fsdp_->load_full_state(tensors, load_optim ? optim_.get() : nullptr);
+        return;
+    }
     auto get = [&](const std::string& key, const torch::Tensor& like) -> const torch::Tensor& {
         auto it = tensors.find(key);
         if (it == tensors.end()) throw Error("checkpoint has no tensor '" + key + "'");

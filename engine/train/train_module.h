@@ -15,6 +15,7 @@ namespace lathe::train {
 
 class Trainer;
 class DataParallel;
+class FullyShardedDataParallel;
 
 class TransformerTrainModule {
 public:
@@ -60,6 +61,7 @@ private:
     model::Transformer model_{nullptr};
     std::unique_ptr<torch::optim::AdamW> optim_;
     std::unique_ptr<DataParallel> dp_;
+    FullyShardedDataParallel* fsdp_ = nullptr;  // dp_ when sharded
     std::vector<double> initial_lrs_;
     bool last_grads_finite_ = true;
     bool skip_next_ = false;

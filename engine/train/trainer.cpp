@@ -401,7 +401,9 @@ void Trainer::shutdown(bool gracefully) {
         flush_metrics();
         bookkeeper_->join();
         checkpointer_->wait();
-    } else {
+    } else if (!env_.distributed()) {
+        // After an error other ranks may never answer: a distributed run does not wait on
+        // collectives here (the launcher stops the rest of the job).
         bookkeeper_->join();
         try {
             checkpointer_->wait();
@@ -416,6 +418,7 @@ void Trainer::shutdown(bool gracefully) {
             log::error("close of a callback failed: {}", e.what());
         }
     });
+    if (!gracefully && env_.distributed()) return;
     bookkeeper_->shutdown();
     if (gracefully) {
         bookkeeper_->check_error();

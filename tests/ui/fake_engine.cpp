@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
         std::string a = argv[i];
         if (a == "--control-socket" && i + 1 < argc) {
             socket_path = argv[++i];
+        } else if ((a == "--runs-dir" || a == "--resume-from") && i + 1 < argc) {
+            ++i;  // accepted and ignored: the fake engine writes no run folder
         } else if (i == 1 && a == "train") {
         } else if (config_path.empty()) {
             config_path = a;

@@ -82,8 +82,9 @@ MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
     cursor_->setVisible(false);
 
     connect(store_, &MetricStore::seriesAdded, this, [this](const QString& name) {
-        if (accepts(name)) addLine(name);
+        if (acceptsSeries(name)) addLine(name);
     });
+    connect(store_, &MetricStore::restructured, this, &MetricPlot::rebuild);
     connect(store_, &MetricStore::cleared, this, [this] {
         clearGraphs();
         lines_.clear();
@@ -91,8 +92,13 @@ MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
         updatePlaceholder();
     });
     for (const QString& name : store_->names())
-        if (accepts(name)) addLine(name);
+        if (acceptsSeries(name)) addLine(name);
     updatePlaceholder();
+}
+
+bool MetricPlot::acceptsSeries(const QString& seriesName) const {
+    const auto* s = store_->series(seriesName);
+    return accepts(s ? s->metric : seriesName);
 }
 
 bool MetricPlot::accepts(const QString& name) const {
@@ -108,9 +114,38 @@ QStringList MetricPlot::seriesNames() const {
 }
 
 void MetricPlot::addLine(const QString& name) {
-    const QColor c = kColors[lines_.size() % std::size(kColors)];
+    const auto* series = store_->series(name);
     Line line;
     line.name = name;
+    if (series && series->branch > 0) {
+        // An abandoned branch: the raw values only, faint and dashed, in its metric's colour.
+        QColor c = QColor(0x9e, 0x9e, 0x9e);
+        int mainIndex = 0;
+        for (const auto& l : lines_) {
+            if (l.abandoned) continue;
+            if (l.name == series->metric) c = kColors[mainIndex % std::size(kColors)];
+            ++mainIndex;
+        }
+        c.setAlphaF(0.45);
+        line.abandoned = true;
+        line.smooth = addGraph();
+        line.smooth->setPen(QPen(c, 1.2, Qt::DashLine));
+        line.smooth->setName(tr("%1 (abandoned)").arg(series->metric));
+        // One legend entry for all abandoned branches of a metric.
+        for (const auto& l : lines_) {
+            if (l.abandoned && store_->series(l.name) &&
+                store_->series(l.name)->metric == series->metric) {
+                line.smooth->removeFromLegend();
+                break;
+            }
+        }
+        lines_.push_back(line);
+        updatePlaceholder();
+        return;
+    }
+    int mainLines = 0;
+    for (const auto& l : lines_) mainLines += l.abandoned ? 0 : 1;
+    const QColor c = kColors[mainLines % std::size(kColors)];
     if (group_.smoothed) {
         line.raw = addGraph();
         QColor faint = c;
@@ -140,8 +175,14 @@ void MetricPlot::syncLine(Line& line) {
     if (!s) return;
     const bool sorted = s->keysSorted(axis_);
     const QVector<double>& keys = s->keys(axis_);
-    const QVector<double>& smooth = group_.smoothed ? s->smoothed : s->value;
-    if (group_.smoothed && line.smoothRevision != s->smoothRevision) {
+    const QVector<double>& smooth = group_.smoothed && !line.abandoned ? s->smoothed : s->value;
+    if (s->size() < line.synced) {  // the series lost points: start over
+        if (line.raw) line.raw->data()->clear();
+        line.smooth->data()->clear();
+        line.synced = 0;
+        line.smoothRevision = -1;
+    }
+    if (group_.smoothed && !line.abandoned && line.smoothRevision != s->smoothRevision) {
         line.smooth->data()->clear();
         line.smooth->addData(keys.mid(0, line.synced), smooth.mid(0, line.synced), sorted);
         line.smoothRevision = s->smoothRevision;

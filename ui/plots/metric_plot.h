@@ -1,6 +1,8 @@
 // MetricPlot: one QCustomPlot chart for a group of metrics (e.g. the losses), fed incrementally
 // from a MetricStore. Each series is a smoothed line over a faint raw one; axis ranges come from the
-// store's running min/max, never from scanning the data.
+// store's running min/max, never from scanning the data. Abandoned branches of a resumed run
+// (MetricStore::abandonAfter) are drawn as faint dashed raw lines in their metric's colour, with
+// one "(abandoned)" legend entry per metric.
 #pragma once
 
 #include "plots/metric_store.h"
@@ -24,7 +26,10 @@ public:
     MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent = nullptr);
 
     const MetricGroup& group() const { return group_; }
+    /// Whether the metric `name` belongs to this plot's group.
     bool accepts(const QString& name) const;
+    /// Whether the store's series `seriesName` (a metric or one of its abandoned branches) does.
+    bool acceptsSeries(const QString& seriesName) const;
     QStringList seriesNames() const;
 
     void setXAxis(MetricStore::Axis axis);
@@ -59,6 +64,7 @@ private:
         QCPGraph* smooth = nullptr;
         int synced = 0;  // points already handed to the graphs
         int smoothRevision = -1;
+        bool abandoned = false;  // an abandoned branch: raw values only, faint dashed
     };
     void addLine(const QString& name);
     void syncLine(Line& line);

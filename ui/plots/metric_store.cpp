@@ -4,6 +4,7 @@
 #include <QIODevice>
 #include <QTextStream>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -57,17 +58,81 @@ bool MetricStore::append(const QString& name, double step, double tokens, double
     return ok;
 }
 
-bool MetricStore::appendPoint(const QString& name, double step, double tokens, double wallTime,
-                              double value, bool& added) {
+MetricStore::Series& MetricStore::seriesFor(const QString& name, const QString& metric,
+                                             int branch) {
     auto it = series_.find(name);
     if (it == series_.end()) {
         auto s = std::make_shared<Series>();
         s->name = name;
+        s->metric = metric;
+        s->branch = branch;
         it = series_.insert(name, s);
         names_.append(name);
         Q_EMIT seriesAdded(name);
     }
-    Series& s = **it;
+    return **it;
+}
+
+QStringList MetricStore::metricNames() const {
+    QStringList out;
+    for (const QString& n : names_)
+        if (series_.value(n)->branch == 0) out << n;
+    return out;
+}
+
+QString MetricStore::abandonedName(const QString& metric, int branch) {
+    return QStringLiteral("%1 (abandoned #%2)").arg(metric).arg(branch);
+}
+
+int MetricStore::abandonAfter(double step) {
+    int moved = 0;
+    bool newBranch = false;
+    const QStringList mains = metricNames();
+    for (const QString& name : mains) {
+        Series& s = *series_.value(name);
+        const auto first = std::upper_bound(s.step.begin(), s.step.end(), step);
+        const int cut = static_cast<int>(first - s.step.begin());
+        if (cut >= s.size()) continue;
+        if (!newBranch) {
+            newBranch = true;
+            ++branches_;
+        }
+        const QString target = abandonedName(name, branches_);
+        seriesFor(target, name, branches_);
+        for (int i = cut; i < s.size(); ++i) {
+            bool added = false;
+            appendPoint(target, s.step[i], s.tokens[i], s.wallTime[i], s.value[i], added);
+            ++moved;
+        }
+        // `s` is still valid: series are held by shared_ptr and none was removed.
+        s.step.resize(cut);
+        s.tokens.resize(cut);
+        s.wallTime.resize(cut);
+        s.value.resize(cut);
+        recomputeRanges(s);
+        resmooth(s, weight_);
+    }
+    if (moved > 0) Q_EMIT restructured();
+    return moved;
+}
+
+void MetricStore::recomputeRanges(Series& s) {
+    s.min = std::numeric_limits<double>::infinity();
+    s.max = -std::numeric_limits<double>::infinity();
+    s.minPositive = std::numeric_limits<double>::infinity();
+    s.tokensSorted = std::is_sorted(s.tokens.begin(), s.tokens.end());
+    s.wallTimeSorted = std::is_sorted(s.wallTime.begin(), s.wallTime.end());
+    for (double v : s.value) {
+        if (!std::isfinite(v)) continue;
+        s.min = std::min(s.min, v);
+        s.max = std::max(s.max, v);
+        if (v > 0) s.minPositive = std::min(s.minPositive, v);
+    }
+}
+
+bool MetricStore::appendPoint(const QString& name, double step, double tokens, double wallTime,
+                              double value, bool& added) {
+    Series& s = seriesFor(name, name, 0);
     if (!s.step.isEmpty() && !(step > s.step.back())) {
         ++rejected_;
         return false;
@@ -109,6 +174,7 @@ void MetricStore::clear() {
     names_.clear();
     series_.clear();
     rejected_ = 0;
+    branches_ = 0;
     Q_EMIT cleared();
 }
 
@@ -174,7 +240,7 @@ QString number(double x) {
 }  // namespace
 
 bool MetricStore::writeCsv(QIODevice* out, const QStringList& namesIn) const {
-    const QStringList names = namesIn.isEmpty() ? names_ : namesIn;
+    const QStringList names = namesIn.isEmpty() ? metricNames() : namesIn;
     struct Row {
         double tokens = 0, wall = 0;
         std::vector<int> index;  // per column: point index in its series, or -1

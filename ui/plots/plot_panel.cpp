@@ -107,6 +107,7 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     connect(store_, &MetricStore::appended, this, &PlotPanel::scheduleReplot);
     connect(store_, &MetricStore::cleared, this, &PlotPanel::scheduleReplot);
     connect(store_, &MetricStore::smoothingChanged, this, &PlotPanel::scheduleReplot);
+    connect(store_, &MetricStore::restructured, this, &PlotPanel::scheduleReplot);
     connect(smoothing_, &QSlider::valueChanged, this,
             [this](int v) { setSmoothing(v / 100.0); });
     connect(logY_, &QCheckBox::toggled, this, &PlotPanel::setLogY);

@@ -203,6 +203,9 @@ bool RunController::start(const lathe::config::Json& config, const RunOptions& o
     arguments_ = {QStringLiteral("train"), configPath(),
                   QStringLiteral("launch.nproc=%1").arg(std::max(1, options.ranks))};
     arguments_ += options.overrides;
+    if (!options.runsDir.isEmpty()) arguments_ += {QStringLiteral("--runs-dir"), options.runsDir};
+    if (!options.resumeFrom.isEmpty())
+        arguments_ += {QStringLiteral("--resume-from"), options.resumeFrom};
     arguments_ += {QStringLiteral("--control-socket"), socketPath()};
 
     process_ = new QProcess(this);

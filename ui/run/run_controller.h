@@ -31,6 +31,8 @@ struct RunOptions {
     int ranks = 1;             ///< launch.nproc
     QString cudaDevices;       ///< CUDA_VISIBLE_DEVICES for the engine; empty inherits ours
     QStringList overrides;     ///< extra "a.b.c=value" arguments
+    QString runsDir;           ///< --runs-dir: the runs root; empty lets the engine choose
+    QString resumeFrom;        ///< --resume-from: continue the same run from this checkpoint
 };
 
 class RunController : public QObject {

@@ -120,21 +120,25 @@ private Q_SLOTS:
 
     void exactResume_data() {
         QTest::addColumn<QString>("launcher");  // "" = one process, else --nproc value
-        QTest::newRow("1 rank") << "";
-        QTest::newRow("2 ranks ddp") << "2";
+        QTest::addColumn<QString>("dp");
+        QTest::newRow("1 rank") << "" << "ddp";
+        QTest::newRow("2 ranks ddp") << "2" << "ddp";
+        QTest::newRow("2 ranks fsdp") << "2" << "fsdp";
     }
     void exactResume() {
         QFETCH(QString, launcher);
+        QFETCH(QString, dp);
         auto cmd = [&](const QString& run, QStringList extra) {
             QStringList a = args(run, QStringList{"trainer.max_duration=40steps", "trainer.metrics_collect_interval=1",
-                                                  "trainer.callbacks.checkpointer.save_interval=1000"} + extra);
+                                                  "trainer.callbacks.checkpointer.save_interval=1000",
+                                                  "train_module.dp_config.name=" + dp} + extra);
             if (!launcher.isEmpty()) {
                 a.removeFirst();
                 a = QStringList{"launch", "--nproc", launcher} + a;
             }
             return a;
         };
-        QString one = "once" + launcher, two = "twice" + launcher;
+        QString one = "once" + launcher + dp, two = "twice" + launcher + dp;
         auto r = run_engine(cmd(one, {}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         r = run_engine(cmd(two, {"trainer.hard_stop=20steps"}), runs());

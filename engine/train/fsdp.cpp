@@ -1,0 +1,256 @@
+#include "train/fsdp.h"
+
+#include "util/error.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace lathe::train {
+
+namespace {
+
+torch::ScalarType to_scalar(config::DType d) { return d == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32; }
+
+// One unit as an autograd function: gather -> run -> free; backward: gather -> recompute -> grads
+// -> reduce-scatter into the shards.
+struct UnitFunction : public torch::autograd::Function<UnitFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor shard0,
+                                 torch::Tensor shard1, FullyShardedDataParallel* fsdp, int64_t unit) {
+        ctx->saved_data["fsdp"] = reinterpret_cast<int64_t>(fsdp);
+        ctx->saved_data["unit"] = unit;
+        ctx->save_for_backward({x});
+        auto& u = fsdp->units()[static_cast<std::size_t>(unit)];
+        std::vector<torch::Tensor> fulls;
+        for (const auto& g : u.groups) fulls.push_back(g.total > 0 ? fsdp->gather(g) : torch::Tensor());
+        fsdp->bind(u, fulls);
+        torch::Tensor out;
+        {
+            torch::NoGradGuard no_grad;
+            out = fsdp->model()->run_unit(unit, x);
+        }
+        fsdp->unbind(u);  // the gathered parameters are freed here
+        (void)shard0;
+        (void)shard1;
+        return out;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grad_out) {
+        auto* fsdp = reinterpret_cast<FullyShardedDataParallel*>(ctx->saved_data["fsdp"].toInt());
+        const int64_t unit = ctx->saved_data["unit"].toInt();
+        auto x = ctx->get_saved_variables()[0];
+        auto& u = fsdp->units()[static_cast<std::size_t>(unit)];
+        std::vector<torch::Tensor> leaves;
+        for (const auto& g : u.groups) {
+            leaves.push_back(g.total > 0 ? fsdp->gather(g).detach().requires_grad_(true) : torch::Tensor());
+        }
+        torch::Tensor xin = x.detach();
+        const bool x_grad = xin.is_floating_point();
+        if (x_grad) xin.requires_grad_(true);
+        {
+            torch::AutoGradMode enable(true);
+            fsdp->bind(u, leaves);
+            auto out = fsdp->model()->run_unit(unit, xin);
+            torch::autograd::backward({out}, {grad_out[0]});
+            fsdp->unbind(u);
+        }
+        torch::autograd::variable_list grads(5);
+        grads[0] = x_grad ? xin.grad() : torch::Tensor();
+        for (std::size_t g = 0; g < 2; ++g) {
+            if (g >= u.groups.size() || u.groups[g].total == 0) continue;
+            auto full_grad = leaves[g].grad();
+            if (!full_grad.defined()) full_grad = torch::zeros_like(leaves[g]);
+            grads[1 + g] = fsdp->scatter_grad(full_grad, u.groups[g]);
+        }
+        return grads;
+    }
+};
+
+}  // namespace
+
+FullyShardedDataParallel::FullyShardedDataParallel(model::Transformer& model, const dist::Group& group,
+                                                   const config::DataParallelConfig& cfg,
+                                                   const std::function<bool(const std::string&)>& no_decay)
+    : model_(model), group_(group), reduce_dtype_(to_scalar(cfg.reduce_dtype)) {
+    if (cfg.param_dtype) param_dtype_ = to_scalar(*cfg.param_dtype);
+    const int64_t world = group.size(), rank = group.rank();
+    empty_ = torch::empty({0});
+    torch::NoGradGuard no_grad;
+    for (int64_t ui = 0; ui < model->num_units(); ++ui) {
+        Unit u;
+        u.index = ui;
+        u.groups.resize(2);
+        for (auto& [name, member] : model->unit_parameters(ui)) {
+            auto& g = u.groups[no_decay(name) ? 1 : 0];
+            g.names.push_back(name);
+            g.members.push_back(member);
+            g.shapes.push_back(member->sizes().vec());
+            g.offsets.push_back(g.total);
+            g.numels.push_back(member->numel());
+            g.total += member->numel();
+        }
+        for (auto& g : u.groups) {
+            if (g.total == 0) continue;
+            g.padded = (g.total + world - 1) / world * world;
+            auto flat = torch::zeros({g.padded}, torch::kFloat32);
+            for (std::size_t i = 0; i < g.members.size(); ++i) {
+                flat.narrow(0, g.offsets[i], g.numels[i]).copy_(g.members[i]->reshape({-1}).to(torch::kFloat32));
+            }
+            const int64_t per = g.padded / world;
+            g.shard = flat.narrow(0, rank * per, per).clone().set_requires_grad(true);
+            // Free the full parameter: the module keeps an empty placeholder until a unit runs.
+            for (auto* m : g.members) m->set_data(empty_);
+        }
+        units_.push_back(std::move(u));
+    }
+    model->unit_runner = [this](int64_t unit, const torch::Tensor& x) { return run(unit, x); };
+}
+
+std::string FullyShardedDataParallel::describe() const {
+    return "FSDP over " + std::to_string(group_.size()) + " ranks, " + std::to_string(units_.size()) + " units" +
+           (param_dtype_ ? std::string(", params in ") + c10::toString(*param_dtype_) : std::string());
+}
+
+torch::Tensor FullyShardedDataParallel::gather(const FlatGroup& g) const {
+    std::vector<torch::Tensor> parts;
+    auto shard = g.shard.detach();
+    group_.all_gather(parts, shard);
+    auto full = torch::cat(parts);
+    return param_dtype_ ? full.to(*param_dtype_) : full;
+}
+
+torch::Tensor FullyShardedDataParallel::scatter_grad(const torch::Tensor& full_grad, const FlatGroup& g) const {
+    // Sum over ranks in reduce_dtype, keep this rank's slice, average. (An all-reduce plus a
+    // slice: Gloo's CPU reduce-scatter is not available in every LibTorch build.)
+    auto buf = full_grad.to(reduce_dtype_).contiguous().clone();
+    group_.all_reduce(buf);
+    const int64_t per = g.padded / group_.size();
+    return buf.narrow(0, group_.rank() * per, per).to(torch::kFloat32).div_(static_cast<double>(group_.size()));
+}
+
+void FullyShardedDataParallel::bind(Unit& u, const std::vector<torch::Tensor>& fulls) {
+    for (std::size_t gi = 0; gi < u.groups.size(); ++gi) {
+        auto& g = u.groups[gi];
+        if (g.total == 0) continue;
+        for (std::size_t i = 0; i < g.members.size(); ++i) {
+            *g.members[i] = fulls[gi].narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]);
+        }
+    }
+}
+
+void FullyShardedDataParallel::unbind(Unit& u) {
+    for (auto& g : u.groups) {
+        for (auto* m : g.members) *m = empty_;
+    }
+}
+
+torch::Tensor FullyShardedDataParallel::run(int64_t unit, const torch::Tensor& x) {
+    auto& u = units_[static_cast<std::size_t>(unit)];
+    torch::Tensor in = x;
+    if (param_dtype_ && in.is_floating_point()) in = in.to(*param_dtype_);
+    // Autograd needs defined inputs: an empty group passes an empty placeholder.
+    auto s0 = u.groups[0].total > 0 ? u.groups[0].shard : empty_;
+    auto s1 = u.groups[1].total > 0 ? u.groups[1].shard : empty_;
+    return UnitFunction::apply(in, s0, s1, this, unit);
+}
+
+std::vector<torch::Tensor> FullyShardedDataParallel::grad_params() const {
+    std::vector<torch::Tensor> out;
+    for (const auto& u : units_) {
+        for (const auto& g : u.groups) {
+            if (g.total > 0) out.push_back(g.shard);
+        }
+    }
+    return out;
+}
+
+std::vector<std::vector<torch::Tensor>> FullyShardedDataParallel::optimizer_groups() const {
+    std::vector<std::vector<torch::Tensor>> out(2);
+    for (const auto& u : units_) {
+        for (std::size_t gi = 0; gi < 2; ++gi) {
+            if (u.groups[gi].total > 0) out[gi].push_back(u.groups[gi].shard);
+        }
+    }
+    if (out[1].empty()) out.pop_back();
+    return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::full_state(torch::optim::AdamW& optim) {
+    std::vector<std::pair<std::string, torch::Tensor>> model_part, optim_part;
+    auto& state = optim.state();
+    auto gather_f32 = [&](const torch::Tensor& shard) {
+        std::vector<torch::Tensor> parts;
+        auto s = shard.detach().to(torch::kFloat32).contiguous();
+        group_.all_gather(parts, s);
+        return torch::cat(parts);
+    };
+    for (auto& u : units_) {
+        for (auto& g : u.groups) {
+            if (g.total == 0) continue;
+            auto full = gather_f32(g.shard);
+            auto it = state.find(g.shard.unsafeGetTensorImpl());
+            torch::Tensor avg, sq;
+            int64_t step = 0;
+            if (it != state.end()) {
+                auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+                avg = gather_f32(s.exp_avg());
+                sq = gather_f32(s.exp_avg_sq());
+                step = s.step();
+            } else {
+                // Keep the collectives in step on every rank even before the first update.
+                gather_f32(torch::zeros_like(g.shard));
+                gather_f32(torch::zeros_like(g.shard));
+            }
+            for (std::size_t i = 0; i < g.names.size(); ++i) {
+                model_part.emplace_back("model." + g.names[i], full.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
+                if (avg.defined()) {
+                    const std::string p = "optim.state." + g.names[i] + ".";
+                    optim_part.emplace_back(p + "exp_avg", avg.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
+                    optim_part.emplace_back(p + "exp_avg_sq", sq.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
+                    optim_part.emplace_back(p + "step", torch::tensor({step}, torch::kInt64));
+                }
+            }
+        }
+    }
+    model_part.insert(model_part.end(), optim_part.begin(), optim_part.end());
+    return model_part;
+}
+
+void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch::Tensor>& tensors,
+                                               torch::optim::AdamW* optim) {
+    torch::NoGradGuard no_grad;
+    const int64_t world = group_.size(), rank = group_.rank();
+    auto get = [&](const std::string& key, const std::vector<int64_t>& shape) -> const torch::Tensor& {
+        auto it = tensors.find(key);
+        if (it == tensors.end()) throw Error("checkpoint has no tensor '" + key + "'");
+        if (it->second.sizes().vec() != shape) {
+            throw Error("checkpoint tensor '" + key + "' has shape " + c10::str(it->second.sizes()) +
+                        " but the model needs " + c10::str(shape) + " (a different model config?)");
+        }
+        return it->second;
+    };
+    for (auto& u : units_) {
+        for (auto& g : u.groups) {
+            if (g.total == 0) continue;
+            const int64_t per = g.padded / world;
+            auto slice = [&](const std::string& suffix, bool is_model) {
+                auto flat = torch::zeros({g.padded}, torch::kFloat32);
+                for (std::size_t i = 0; i < g.names.size(); ++i) {
+                    std::string key = is_model ? "model." + g.names[i] : "optim.state." + g.names[i] + "." + suffix;
+                    flat.narrow(0, g.offsets[i], g.numels[i]).copy_(get(key, g.shapes[i]).reshape({-1}).to(torch::kFloat32));
+                }
+                return flat.narrow(0, rank * per, per).clone();
+            };
+            g.shard.copy_(slice("", true));
+            if (!optim) continue;
+            const std::string step_key = "optim.state." + g.names[0] + ".step";
+            if (tensors.find(step_key) == tensors.end()) continue;
+            auto s = std::make_unique<torch::optim::AdamWParamState>();
+            s->step(tensors.at(step_key).item<int64_t>());
+            s->exp_avg(slice("exp_avg", false));
+            s->exp_avg_sq(slice("exp_avg_sq", false));
+            optim->state()[g.shard.unsafeGetTensorImpl()] = std::move(s);
+        }
+    }
+}
+
+}  // namespace lathe::train

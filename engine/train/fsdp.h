@@ -1,0 +1,73 @@
+// FSDP (ZeRO-3): parameters, gradients and optimizer state sharded across the data-parallel ranks.
+//
+// The model runs as units (embeddings, each block, the LM head). Each unit's parameters live as
+// one flat fp32 vector per optimizer group, padded to a multiple of the world size; a rank holds
+// and optimises only its 1/W slice. A unit's forward all-gathers its parameters (cast to
+// param_dtype), runs, and frees them; its backward gathers them again, recomputes the unit's
+// forward (activation checkpointing, so no gathered parameter outlives its unit), back-propagates,
+// and reduce-scatters the gradients (in reduce_dtype) to the shards. Collectives are issued in
+// unit order forward and reverse order backward, the same on every rank.
+#pragma once
+
+#include "config/config.h"
+#include "distributed/env.h"
+#include "model/transformer.h"
+#include "train/data_parallel.h"
+
+#include <map>
+
+namespace lathe::train {
+
+class FullyShardedDataParallel : public DataParallel {
+public:
+    /// `no_decay(name)` says which parameters go to the optimizer group without weight decay.
+    FullyShardedDataParallel(model::Transformer& model, const dist::Group& group, const config::DataParallelConfig& cfg,
+                             const std::function<bool(const std::string&)>& no_decay);
+    void before_backward(bool) override {}
+    void finish_backward() override {}
+    std::string describe() const override;
+    std::vector<torch::Tensor> grad_params() const override;
+    void reduce_grad_norm_sq(torch::Tensor& local) const override { group_.all_reduce(local); }
+
+    /// The shards of optimizer group g (0 = decay, 1 = no decay); empty groups are omitted.
+    std::vector<std::vector<torch::Tensor>> optimizer_groups() const;
+    /// Full tensors by parameter name, gathered from the shards (model and, with `optim`, AdamW
+    /// state) in the names TransformerTrainModule::state_tensors() uses.
+    std::vector<std::pair<std::string, torch::Tensor>> full_state(torch::optim::AdamW& optim);
+    void load_full_state(const std::map<std::string, torch::Tensor>& tensors, torch::optim::AdamW* optim);
+
+    /// Runs one unit with gathered parameters (used by the model's unit_runner).
+    torch::Tensor run(int64_t unit, const torch::Tensor& x);
+
+    struct FlatGroup {
+        std::vector<std::string> names;
+        std::vector<torch::Tensor*> members;
+        std::vector<std::vector<int64_t>> shapes;
+        std::vector<int64_t> offsets, numels;
+        int64_t total = 0, padded = 0;
+        torch::Tensor shard;  ///< this rank's slice: a leaf the optimizer updates
+    };
+    struct Unit {
+        int64_t index = 0;
+        std::vector<FlatGroup> groups;  ///< [decay, no_decay]
+    };
+
+    // Used by the autograd function.
+    torch::Tensor gather(const FlatGroup& g) const;
+    torch::Tensor scatter_grad(const torch::Tensor& full_grad, const FlatGroup& g) const;
+    void bind(Unit& u, const std::vector<torch::Tensor>& fulls);
+    void unbind(Unit& u);
+    std::vector<Unit>& units() { return units_; }
+    model::Transformer& model() { return model_; }
+    std::optional<torch::ScalarType> param_dtype() const { return param_dtype_; }
+
+private:
+    model::Transformer& model_;
+    const dist::Group& group_;
+    std::vector<Unit> units_;
+    std::optional<torch::ScalarType> param_dtype_;
+    torch::ScalarType reduce_dtype_;
+    torch::Tensor empty_;
+};
+
+}  // namespace lathe::train

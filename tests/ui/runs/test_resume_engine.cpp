@@ -1,0 +1,253 @@
+// Runs and checkpoints against the real lathe-engine, headless, through the GUI's own classes
+// (RunController, RunSession, ResumePlan, RunsModel, CheckpointsModel): train tiny for 30 planned
+// steps with a checkpoint at 15, hard-stop at 20, resume from step 15 -> the run's series holds
+// steps 1..30 once each, the abandoned 16..20 apart, and every loss equals that of an
+// uninterrupted 30-step run (bitwise: one thread, metrics every step). Also: resume as a new run,
+// the engine's refusal of a model change matching the GUI's, attaching to a run started elsewhere
+// and noticing when it dies.
+#include "checkpoints/checkpoints_model.h"
+#include "checkpoints/resume_plan.h"
+#include "config/io.h"
+#include "engine_runner.h"
+#include "plots/metric_store.h"
+#include "run/run_controller.h"
+#include "runs/run_info.h"
+#include "runs/run_metrics_loader.h"
+#include "runs/run_session.h"
+#include "runs/runs_model.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <signal.h>
+
+using namespace lathe::ui;
+using lathe::config::Json;
+
+namespace {
+
+const QString kLoss = QStringLiteral("train/CE loss");
+
+std::vector<std::string> common(const QString& name) {
+    return {"run_name=" + name.toStdString(), "launch.num_threads=1",
+            "trainer.max_duration=30steps", "trainer.callbacks.checkpointer.save_interval=15",
+            "trainer.metrics_collect_interval=1"};
+}
+
+Json tinyConfig(const QString& name, const std::vector<std::string>& extra = {}) {
+    auto overrides = common(name);
+    overrides.insert(overrides.end(), extra.begin(), extra.end());
+    auto loaded = lathe::config::load("tiny", overrides);
+    if (!loaded.ok()) qFatal("bad test config");
+    return lathe::config::to_json(loaded.config);
+}
+
+QVector<double> range(int from, int to) {
+    QVector<double> v;
+    for (int i = from; i <= to; ++i) v << i;
+    return v;
+}
+
+bool waitDone(RunController& run, int ms = 180000) {
+    QElapsedTimer t;
+    t.start();
+    while (run.isActive() && t.elapsed() < ms) QTest::qWait(50);
+    return !run.isActive();
+}
+
+}  // namespace
+
+class TestResumeEngine : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir root_;
+    QMap<qint64, double> reference_;  // the uninterrupted run's losses
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(QFileInfo(lathe::testing::engine_path()).isExecutable());
+        qputenv("LATHE_ENGINE", lathe::testing::engine_path().toUtf8());
+        QStringList args{"train", "tiny"};
+        for (const auto& o : common("reference")) args << QString::fromStdString(o);
+        args << "--runs-dir" << root_.path();
+        const auto r = lathe::testing::run_engine(args, root_.path());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        reference_ = lathe::testing::losses(
+            lathe::testing::read_metrics(root_.path() + "/reference/metrics.jsonl"));
+        QCOMPARE(reference_.keys().size(), 30);
+    }
+
+    void resumeSameRun() {
+        MetricStore store;
+        RunController run;
+        RunSession session(&run, &store);
+        RunOptions options;
+        options.runsDir = root_.path();
+        QString error;
+        QVERIFY2(session.startNew(tinyConfig("A", {"trainer.hard_stop=20steps"}), options, &error),
+                 qPrintable(error));
+        QVERIFY(waitDone(run));
+        QCOMPARE(run.state(), RunController::State::Finished);
+        const QString runDir = QFileInfo(root_.path() + "/A").absoluteFilePath();
+        QCOMPARE(session.shownRun(), runDir);
+        QCOMPARE(store.series(kLoss)->step, range(1, 20));
+
+        CheckpointsModel checkpoints;
+        checkpoints.setRefreshInterval(0);
+        checkpoints.setRunDir(runDir);
+        const int row15 = checkpoints.rowOf("step15");
+        QVERIFY(row15 >= 0);
+        QVERIFY(checkpoints.checkpoint(row15).canResume());
+        QCOMPARE(checkpoints.checkpoint(row15).tokens, 15 * 2048);
+        QVERIFY(checkpoints.rowOf("step20") >= 0);
+
+        // Resume from step 15, with the hard stop lifted (an edit the engine ignores in its diff).
+        auto plan = ResumePlan::fromCheckpoint(runDir + "/step15", &error);
+        QVERIFY2(plan, qPrintable(error));
+        QCOMPARE(plan->worldSize(), 1);
+        Json edited = plan->baseConfig();
+        edited["trainer"]["hard_stop"] = nullptr;
+        QVERIFY(plan->refusal(edited).isEmpty());
+        auto launch =
+            plan->prepareLaunch(edited, ResumePlan::Mode::SameRun, {}, plan->worldSize(), &error);
+        QVERIFY2(launch, qPrintable(error));
+        QVERIFY2(session.resume(*plan, *launch, &error), qPrintable(error));
+        QVERIFY(run.arguments().contains("--resume-from"));
+        QVERIFY(waitDone(run));
+        QVERIFY2(run.state() == RunController::State::Finished,
+                 qPrintable(run.lastLines().join('\n')));
+
+        // The store: steps 1..30 once each; the abandoned 16..20 apart; the losses of an
+        // uninterrupted run, exactly.
+        const auto* s = store.series(kLoss);
+        QCOMPARE(s->step, range(1, 30));
+        for (int i = 0; i < s->size(); ++i)
+            QVERIFY2(s->value[i] == reference_.value(qint64(s->step[i])),
+                     qPrintable(QStringLiteral("step %1: %2 vs %3")
+                                    .arg(s->step[i])
+                                    .arg(s->value[i], 0, 'g', 17)
+                                    .arg(reference_.value(qint64(s->step[i])), 0, 'g', 17)));
+        const auto* gone = store.series(MetricStore::abandonedName(kLoss, 1));
+        QVERIFY(gone);
+        QCOMPARE(gone->step, range(16, 20));
+        QCOMPARE(store.rejected(), 0);
+
+        // On disk: the engine set step20 aside, noted the resume, and reopening shows the same.
+        QVERIFY(QFileInfo::exists(runDir + "/step20.abandoned"));
+        QVERIFY(QFileInfo::exists(runDir + "/history.jsonl"));
+        MetricStore reopened;
+        RunMetricsLoader loader(&reopened);
+        QVERIFY(loader.open(runDir));
+        QCOMPARE(loader.resumesApplied(), 1);
+        QCOMPARE(reopened.series(kLoss)->step, s->step);
+        QCOMPARE(reopened.series(kLoss)->value, s->value);
+        QCOMPARE(reopened.series(MetricStore::abandonedName(kLoss, 1))->step, range(16, 20));
+        checkpoints.refresh();
+        QCOMPARE(checkpoints.checkpoint(checkpoints.rowOf("step20.abandoned")).status,
+                 CheckpointInfo::Status::Abandoned);
+        QVERIFY(checkpoints.checkpoint(checkpoints.rowOf("step30")).canResume());
+        const RunInfo info = readRunInfo(runDir);
+        QCOMPARE(info.state, RunState::Finished);
+        QCOMPARE(info.step, 30);
+    }
+
+    void resumeAsNewRun() {
+        const QString parentDir = QFileInfo(root_.path() + "/A").absoluteFilePath();
+        QVERIFY(QFileInfo::exists(parentDir + "/step15/.metadata.json"));
+        MetricStore store;
+        RunController run;
+        RunSession session(&run, &store);
+        QString error;
+        auto plan = ResumePlan::fromCheckpoint(parentDir + "/step15", &error);
+        QVERIFY2(plan, qPrintable(error));
+        Json edited = plan->baseConfig();
+        edited["trainer"]["hard_stop"] = nullptr;
+        auto launch = plan->prepareLaunch(edited, ResumePlan::Mode::NewRun, "A2", 1, &error);
+        QVERIFY2(launch, qPrintable(error));
+        QVERIFY(QFileInfo::exists(root_.path() + "/A2/parent.json"));
+        QVERIFY2(session.resume(*plan, *launch, &error), qPrintable(error));
+        QVERIFY(!run.arguments().contains("--resume-from"));
+        QVERIFY(waitDone(run));
+        QVERIFY2(run.state() == RunController::State::Finished,
+                 qPrintable(run.lastLines().join('\n')));
+        // Its own file holds 16..30; the plot shows the parent's 1..15 before them.
+        const auto own = lathe::testing::losses(
+            lathe::testing::read_metrics(root_.path() + "/A2/metrics.jsonl"));
+        QCOMPARE(own.firstKey(), 16);
+        QCOMPARE(own.lastKey(), 30);
+        for (auto it = own.begin(); it != own.end(); ++it)
+            QCOMPARE(it.value(), reference_.value(it.key()));
+        QCOMPARE(store.series(kLoss)->step, range(1, 30));
+        MetricStore reopened;
+        RunMetricsLoader loader(&reopened);
+        QVERIFY(loader.open(root_.path() + "/A2"));
+        QCOMPARE(reopened.series(kLoss)->step, range(1, 30));
+        QCOMPARE(reopened.series(kLoss)->value, store.series(kLoss)->value);
+        const RunInfo info = readRunInfo(root_.path() + "/A2");
+        QCOMPARE(info.parentRun, QStringLiteral("A"));
+        QCOMPARE(info.parentStep, 15);
+    }
+
+    void engineRefusesWhatTheGuiRefuses() {
+        const QString runDir = QFileInfo(root_.path() + "/A").absoluteFilePath();
+        auto plan = ResumePlan::fromCheckpoint(runDir + "/step15");
+        QVERIFY(plan);
+        Json edited = plan->baseConfig();
+        edited["model"]["d_model"] = 128;
+        const QString gui = plan->refusal(edited);
+        QVERIFY(gui.contains("model.d_model: 64 -> 128"));
+        const auto r = lathe::testing::run_engine(
+            {"train", runDir + "/config.json", "model.d_model=128", "model.n_heads=4",
+             "--resume-from", runDir + "/step15", "--runs-dir", root_.path()},
+            root_.path());
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(
+            r.output.contains("cannot resume") && r.output.contains("model.d_model: 64 -> 128"),
+            qPrintable(r.output));
+    }
+
+    void attachAndNoticeDeath() {
+        // A run started elsewhere (headless, no control channel), long enough to watch.
+        QProcess engine;
+        QStringList args{"train",
+                         "tiny",
+                         "run_name=headless",
+                         "launch.num_threads=1",
+                         "trainer.max_duration=100000steps",
+                         "trainer.metrics_collect_interval=1",
+                         "--runs-dir",
+                         root_.path()};
+        engine.setProcessChannelMode(QProcess::MergedChannels);
+        engine.start(lathe::testing::engine_path(), args);
+        QVERIFY(engine.waitForStarted());
+        const QString runDir = QFileInfo(root_.path() + "/headless").absoluteFilePath();
+        QTRY_VERIFY_WITH_TIMEOUT(
+            readRunInfo(runDir).state == RunState::Running && readRunInfo(runDir).step >= 10,
+            60000);
+
+        RunsModel runs;
+        runs.setRefreshInterval(100);
+        runs.setRoot(root_.path());
+        const int row = runs.rowOf(runDir);
+        QVERIFY(row >= 0);
+        QCOMPARE(runs.run(row).state, RunState::Running);
+
+        MetricStore store;
+        RunController run;
+        RunSession session(&run, &store);
+        QVERIFY(session.openRun(runDir, true));
+        QVERIFY(session.isFollowing());
+        const int first = store.series(kLoss)->size();
+        QTRY_VERIFY_WITH_TIMEOUT(store.series(kLoss)->size() >= first + 10, 30000);
+        const auto* s = store.series(kLoss);
+        QCOMPARE(s->step, range(1, s->size()));  // in order, none missing, none twice
+
+        ::kill(static_cast<pid_t>(engine.processId()), SIGKILL);
+        QVERIFY(engine.waitForFinished());
+        QTRY_COMPARE_WITH_TIMEOUT(runs.run(runs.rowOf(runDir)).state, RunState::Interrupted, 10000);
+        QVERIFY(runs.run(runs.rowOf(runDir)).reason.contains("gone"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestResumeEngine)
+#include "test_resume_engine.moc"

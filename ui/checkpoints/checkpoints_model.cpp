@@ -1,0 +1,278 @@
+#include "checkpoints/checkpoints_model.h"
+
+#include "runs/run_format.h"
+
+#include <QBrush>
+#include <QDir>
+#include <QFileInfo>
+#include <QFileSystemWatcher>
+#include <QThread>
+#include <QTimer>
+
+namespace lathe::ui {
+namespace {
+
+qint64 mtime(const QString& path) {
+    const QFileInfo fi(path);
+    return fi.exists() ? fi.lastModified().toMSecsSinceEpoch() : -1;
+}
+
+QColor statusColor(CheckpointInfo::Status s) {
+    switch (s) {
+        case CheckpointInfo::Status::Complete:
+            return QColor(0x2e, 0x7d, 0x32);
+        case CheckpointInfo::Status::Partial:
+            return QColor(0xef, 0x6c, 0x00);
+        case CheckpointInfo::Status::Abandoned:
+            return QColor(0x75, 0x75, 0x75);
+        case CheckpointInfo::Status::Unusable:
+            return QColor(0xc6, 0x28, 0x28);
+    }
+    return {};
+}
+
+}  // namespace
+
+CheckpointsModel::CheckpointsModel(QObject* parent)
+    : QAbstractTableModel(parent), cancel_(std::make_shared<std::atomic<bool>>(false)) {
+    watcher_ = new QFileSystemWatcher(this);
+    timer_ = new QTimer(this);
+    timer_->setInterval(kDefaultRefreshMs);
+    soon_ = new QTimer(this);
+    soon_->setSingleShot(true);
+    soon_->setInterval(100);
+    connect(timer_, &QTimer::timeout, this, &CheckpointsModel::refresh);
+    connect(soon_, &QTimer::timeout, this, &CheckpointsModel::refresh);
+    connect(watcher_, &QFileSystemWatcher::directoryChanged, this, [this] {
+        if (!soon_->isActive()) soon_->start();
+    });
+}
+
+CheckpointsModel::~CheckpointsModel() {
+    cancel_->store(true);
+    for (QThread* t : std::as_const(running_)) {
+        t->disconnect(this);
+        t->wait();
+        delete t;
+    }
+}
+
+void CheckpointsModel::setRunDir(const QString& runDir) {
+    const QString abs = runDir.isEmpty() ? QString() : QFileInfo(runDir).absoluteFilePath();
+    if (abs == runDir_) {
+        refresh();
+        return;
+    }
+    beginResetModel();
+    runDir_ = abs;
+    rows_.clear();
+    stamps_.clear();
+    endResetModel();
+    if (!watcher_->directories().isEmpty()) watcher_->removePaths(watcher_->directories());
+    if (!runDir_.isEmpty() && QFileInfo(runDir_).isDir()) watcher_->addPath(runDir_);
+    refresh();
+    if (runDir_.isEmpty()) {
+        timer_->stop();
+    } else if (timer_->interval() > 0) {
+        timer_->start();
+    }
+}
+
+void CheckpointsModel::setRefreshInterval(int ms) {
+    timer_->setInterval(ms);
+    if (ms <= 0) timer_->stop();
+}
+
+CheckpointsModel::Stamp CheckpointsModel::stampOf(const QString& path) {
+    Stamp s;
+    s.dir = mtime(path);
+    s.meta = mtime(path + QStringLiteral("/.metadata.json"));
+    const QFileInfo model(path + QStringLiteral("/model_and_optim/rank0.lathe"));
+    if (model.exists()) {
+        s.model = model.lastModified().toMSecsSinceEpoch();
+        s.modelSize = model.size();
+    }
+    s.train = mtime(path + QStringLiteral("/train/rank0.json"));
+    return s;
+}
+
+void CheckpointsModel::refresh() {
+    if (runDir_.isEmpty()) return;
+    QStringList present;
+    const QDir d(runDir_);
+    for (const QString& name :
+         d.entryList({QStringLiteral("step*")}, QDir::Dirs | QDir::NoDotAndDotDot)) {
+        if (isCheckpointName(name)) present << QFileInfo(d.filePath(name)).absoluteFilePath();
+    }
+    for (int row = static_cast<int>(rows_.size()) - 1; row >= 0; --row) {
+        if (present.contains(rows_[row].path)) continue;
+        beginRemoveRows({}, row, row);
+        rows_.removeAt(row);
+        stamps_.removeAt(row);
+        endRemoveRows();
+    }
+    for (int row = 0; row < rows_.size(); ++row) {
+        const Stamp s = stampOf(rows_[row].path);
+        if (s == stamps_[row]) continue;
+        stamps_[row] = s;
+        crcProblems_.remove(rows_[row].path);  // changed files: an old verdict no longer holds
+        const CheckpointInfo c = inspectCheckpoint(rows_[row].path);
+        if (c == rows_[row]) continue;
+        rows_[row] = c;
+        Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
+    }
+    for (const QString& path : present) {
+        if (rowOf(path) >= 0) continue;
+        const Stamp s = stampOf(path);
+        const CheckpointInfo c = inspectCheckpoint(path);
+        // Keep the rows ordered by step, then name.
+        int at = 0;
+        while (at < rows_.size() &&
+               (rows_[at].step < c.step || (rows_[at].step == c.step && rows_[at].name < c.name)))
+            ++at;
+        beginInsertRows({}, at, at);
+        rows_.insert(at, c);
+        stamps_.insert(at, s);
+        endInsertRows();
+    }
+    if (watcher_->directories().isEmpty() && QFileInfo(runDir_).isDir()) watcher_->addPath(runDir_);
+}
+
+CheckpointInfo CheckpointsModel::checkpoint(int row) const {
+    CheckpointInfo c = rows_.at(row);
+    const QString problem = crcProblems_.value(c.path);
+    if (!problem.isEmpty()) {
+        c.status = CheckpointInfo::Status::Unusable;
+        c.reason = problem;
+    }
+    return c;
+}
+
+int CheckpointsModel::rowOf(const QString& pathOrName) const {
+    for (int i = 0; i < rows_.size(); ++i)
+        if (rows_[i].path == pathOrName || rows_[i].name == pathOrName) return i;
+    const QString abs = QFileInfo(pathOrName).absoluteFilePath();
+    for (int i = 0; i < rows_.size(); ++i)
+        if (rows_[i].path == abs) return i;
+    return -1;
+}
+
+bool CheckpointsModel::remove(int row, QString* error) {
+    if (row < 0 || row >= rows_.size()) {
+        if (error) *error = tr("no such checkpoint");
+        return false;
+    }
+    const bool ok = removeCheckpoint(rows_[row].path, error);
+    refresh();
+    return ok;
+}
+
+void CheckpointsModel::verify(int row) {
+    if (row < 0 || row >= rows_.size()) return;
+    const QString path = rows_[row].path;
+    if (running_.contains(path)) return;
+    auto cancel = cancel_;
+    QThread* t = QThread::create([this, path, cancel] {
+        const QString problem =
+            verifyTensorData(path + QStringLiteral("/model_and_optim/rank0.lathe"), cancel.get());
+        if (cancel->load()) return;
+        QMetaObject::invokeMethod(
+            this, [this, path, problem] { onVerified(path, problem); }, Qt::QueuedConnection);
+    });
+    running_.insert(path, t);
+    t->start();
+}
+
+void CheckpointsModel::onVerified(const QString& path, const QString& problem) {
+    if (QThread* t = running_.take(path)) {
+        t->wait();
+        delete t;
+    }
+    crcProblems_.insert(
+        path, problem.isEmpty() ? QString() : tr("model_and_optim/rank0.lathe: %1").arg(problem));
+    const int row = rowOf(path);
+    if (row >= 0) Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
+    Q_EMIT verified(path, problem);
+}
+
+int CheckpointsModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+int CheckpointsModel::columnCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant CheckpointsModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() >= rows_.size() || index.column() >= ColumnCount) return {};
+    const CheckpointInfo c = checkpoint(index.row());
+    switch (role) {
+        case PathRole:
+            return c.path;
+        case StatusRole:
+            return static_cast<int>(c.status);
+        case CanResumeRole:
+            return c.canResume();
+        case CanResumeAsNewRole:
+            return c.canResumeAsNewRun();
+        case Qt::DisplayRole:
+            switch (index.column()) {
+                case StepColumn:
+                    return c.step;
+                case TokensColumn:
+                    return formatCount(static_cast<double>(c.tokens));
+                case TimeColumn:
+                    return c.time.isValid() ? c.time.toLocalTime().toString(
+                                                  QStringLiteral("yyyy-MM-dd HH:mm:ss"))
+                                            : QStringLiteral("–");
+                case SizeColumn:
+                    return formatBytes(c.sizeBytes);
+                case KindColumn:
+                    if (c.status == CheckpointInfo::Status::Partial) return QStringLiteral("–");
+                    return c.ephemeral ? tr("ephemeral") : tr("permanent");
+                case StatusColumn:
+                    return checkpointStatusName(c.status);
+                case NoteColumn: {
+                    if (isVerifying(c.path)) return tr("verifying…");
+                    if (!c.reason.isEmpty()) return c.reason;
+                    auto it = crcProblems_.constFind(c.path);
+                    if (it != crcProblems_.constEnd() && it->isEmpty()) return tr("verified");
+                    return c.name;
+                }
+            }
+            break;
+        case Qt::ToolTipRole:
+            return c.reason.isEmpty() ? c.path : QStringLiteral("%1\n%2").arg(c.path, c.reason);
+        case Qt::ForegroundRole:
+            if (index.column() == StatusColumn) return QBrush(statusColor(c.status));
+            break;
+        case Qt::TextAlignmentRole:
+            if (index.column() <= SizeColumn && index.column() != TimeColumn)
+                return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+            break;
+    }
+    return {};
+}
+
+QVariant CheckpointsModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    switch (section) {
+        case StepColumn:
+            return tr("Step");
+        case TokensColumn:
+            return tr("Tokens");
+        case TimeColumn:
+            return tr("Saved");
+        case SizeColumn:
+            return tr("Size");
+        case KindColumn:
+            return tr("Kind");
+        case StatusColumn:
+            return tr("Status");
+        case NoteColumn:
+            return tr("Note");
+    }
+    return {};
+}
+
+}  // namespace lathe::ui

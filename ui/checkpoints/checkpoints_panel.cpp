@@ -1,0 +1,141 @@
+#include "checkpoints/checkpoints_panel.h"
+
+#include <QDesktopServices>
+#include <QDir>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QTableView>
+#include <QUrl>
+#include <QVBoxLayout>
+
+namespace lathe::ui {
+
+CheckpointsPanel::CheckpointsPanel(CheckpointsModel* model, QWidget* parent)
+    : QWidget(parent), model_(model) {
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 2, 4, 4);
+    title_ = new QLabel(tr("Select a run to see its checkpoints."), this);
+    layout->addWidget(title_);
+    view_ = new QTableView(this);
+    view_->setObjectName(QStringLiteral("checkpointsView"));
+    view_->setModel(model_);
+    view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view_->setSelectionMode(QAbstractItemView::SingleSelection);
+    view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    view_->verticalHeader()->hide();
+    view_->horizontalHeader()->setStretchLastSection(true);
+    view_->setWordWrap(false);
+    layout->addWidget(view_, 1);
+
+    auto* buttons = new QHBoxLayout;
+    resume_ = new QPushButton(tr("Resume"), this);
+    resume_->setObjectName(QStringLiteral("resumeCheckpoint"));
+    resume_->setToolTip(
+        tr("Continue this run from exactly this checkpoint (newer ones are set "
+           "aside as abandoned)"));
+    resumeNew_ = new QPushButton(tr("Resume as new run"), this);
+    resumeNew_->setObjectName(QStringLiteral("resumeAsNewRun"));
+    resumeNew_->setToolTip(tr("Start a new run from this checkpoint; this run stays as it is"));
+    editResume_ = new QPushButton(tr("Edit && resume…"), this);
+    editResume_->setObjectName(QStringLiteral("editResume"));
+    editResume_->setToolTip(tr("Change the config (e.g. the learning rate) before resuming"));
+    verify_ = new QPushButton(tr("Verify"), this);
+    verify_->setToolTip(tr("Check every tensor's CRC-32C (reads the whole checkpoint)"));
+    delete_ = new QPushButton(tr("Delete…"), this);
+    delete_->setObjectName(QStringLiteral("deleteCheckpoint"));
+    folder_ = new QPushButton(tr("Open folder"), this);
+    for (auto* b : {resume_, resumeNew_, editResume_, verify_, delete_, folder_})
+        buttons->addWidget(b);
+    buttons->addStretch(1);
+    layout->addLayout(buttons);
+    resumeBar_ = new ResumeBar(this);
+    layout->addWidget(resumeBar_);
+
+    auto current = [this] { return currentCheckpoint(); };
+    connect(resume_, &QPushButton::clicked, this, [this, current] {
+        if (!current().isEmpty()) Q_EMIT resumeRequested(current(), ResumePlan::Mode::SameRun);
+    });
+    connect(resumeNew_, &QPushButton::clicked, this, [this, current] {
+        if (!current().isEmpty()) Q_EMIT resumeRequested(current(), ResumePlan::Mode::NewRun);
+    });
+    connect(editResume_, &QPushButton::clicked, this, [this, current] {
+        if (!current().isEmpty()) Q_EMIT editResumeRequested(current());
+    });
+    connect(verify_, &QPushButton::clicked, this, [this] {
+        const int row = view_->selectionModel()->currentIndex().row();
+        if (row >= 0) model_->verify(row);
+    });
+    connect(delete_, &QPushButton::clicked, this, [this] { deleteCurrent(true); });
+    connect(folder_, &QPushButton::clicked, this, [this, current] {
+        const QString path = current().isEmpty() ? model_->runDir() : current();
+        if (!path.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(path));
+    });
+    connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            &CheckpointsPanel::updateButtons);
+    connect(model_, &QAbstractItemModel::dataChanged, this, &CheckpointsPanel::updateButtons);
+    connect(model_, &QAbstractItemModel::rowsRemoved, this, &CheckpointsPanel::updateButtons);
+    connect(model_, &QAbstractItemModel::modelReset, this, [this] {
+        title_->setText(model_->runDir().isEmpty()
+                            ? tr("Select a run to see its checkpoints.")
+                            : tr("Checkpoints of <b>%1</b>")
+                                  .arg(QFileInfo(model_->runDir()).fileName().toHtmlEscaped()));
+        updateButtons();
+    });
+    updateButtons();
+}
+
+QString CheckpointsPanel::currentCheckpoint() const {
+    const QModelIndex i = view_->selectionModel()->currentIndex();
+    return i.isValid() ? i.data(CheckpointsModel::PathRole).toString() : QString();
+}
+
+bool CheckpointsPanel::selectCheckpoint(const QString& nameOrPath) {
+    const int row = model_->rowOf(nameOrPath);
+    if (row < 0) return false;
+    view_->selectionModel()->setCurrentIndex(
+        model_->index(row, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    return true;
+}
+
+bool CheckpointsPanel::deleteCurrent(bool ask) {
+    const int row = view_->selectionModel()->currentIndex().row();
+    if (row < 0) return false;
+    const CheckpointInfo c = model_->checkpoint(row);
+    if (ask &&
+        QMessageBox::question(
+            this, tr("Delete checkpoint"),
+            tr("Delete checkpoint %1 (%2)?\nIts folder %3 is removed "
+               "from disk.")
+                .arg(c.name, checkpointStatusName(c.status), QDir::toNativeSeparators(c.path)),
+            QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel) != QMessageBox::Yes)
+        return false;
+    QString error;
+    if (!model_->remove(row, &error)) {
+        QMessageBox::warning(this, tr("Delete checkpoint"), error);
+        return false;
+    }
+    return true;
+}
+
+void CheckpointsPanel::updateButtons() {
+    const QModelIndex i = view_->selectionModel()->currentIndex();
+    const bool any = i.isValid();
+    resume_->setEnabled(any && i.data(CheckpointsModel::CanResumeRole).toBool());
+    resumeNew_->setEnabled(any && i.data(CheckpointsModel::CanResumeAsNewRole).toBool());
+    editResume_->setEnabled(resumeNew_->isEnabled());
+    verify_->setEnabled(any && resumeNew_->isEnabled() &&
+                        !model_->isVerifying(i.data(CheckpointsModel::PathRole).toString()));
+    delete_->setEnabled(any);
+    const QString reason = any ? model_->checkpoint(i.row()).reason : QString();
+    resume_->setToolTip(resume_->isEnabled() || reason.isEmpty()
+                            ? tr("Continue this run from exactly this checkpoint (newer ones are "
+                                 "set aside as abandoned)")
+                            : tr("Cannot resume: %1").arg(reason));
+}
+
+}  // namespace lathe::ui

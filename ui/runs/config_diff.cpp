@@ -1,0 +1,113 @@
+#include "runs/config_diff.h"
+
+#include <QFile>
+#include <QHash>
+
+namespace lathe::ui {
+namespace {
+
+void flatten(const Json& j, const std::string& path,
+             std::vector<std::pair<QString, QString>>& out) {
+    if (j.is_object() && !j.empty()) {
+        for (auto it = j.begin(); it != j.end(); ++it)
+            flatten(it.value(), path.empty() ? it.key() : path + "." + it.key(), out);
+        return;
+    }
+    out.emplace_back(QString::fromStdString(path), QString::fromStdString(j.dump()));
+}
+
+}  // namespace
+
+std::vector<std::pair<QString, QString>> flattenConfig(const Json& doc) {
+    std::vector<std::pair<QString, QString>> out;
+    flatten(doc, {}, out);
+    return out;
+}
+
+QVector<ConfigDifference> diffConfigs(const Json& a, const Json& b) {
+    const auto fa = flattenConfig(a), fb = flattenConfig(b);
+    QHash<QString, QString> mb;
+    for (const auto& [p, v] : fb) mb.insert(p, v);
+    QHash<QString, bool> seen;
+    QVector<ConfigDifference> out;
+    for (const auto& [p, v] : fa) {
+        seen.insert(p, true);
+        const QString other = mb.value(p, kAbsent);
+        if (other != v) out.append({p, v, other});
+    }
+    for (const auto& [p, v] : fb)
+        if (!seen.contains(p)) out.append({p, kAbsent, v});
+    return out;
+}
+
+bool readJsonFile(const QString& path, Json& out, QString* error) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        if (error) *error = QObject::tr("cannot read %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    const QByteArray data = f.readAll();
+    out = Json::parse(data.constData(), data.constData() + data.size(), nullptr, false);
+    if (out.is_discarded()) {
+        if (error) *error = QObject::tr("%1 is not valid JSON").arg(path);
+        out = Json();
+        return false;
+    }
+    return true;
+}
+
+ConfigDiffModel::ConfigDiffModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void ConfigDiffModel::setConfigs(const Json& a, const Json& b, const QString& labelA,
+                                 const QString& labelB) {
+    beginResetModel();
+    rows_ = diffConfigs(a, b);
+    labelA_ = labelA;
+    labelB_ = labelB;
+    endResetModel();
+    Q_EMIT headerDataChanged(Qt::Horizontal, AColumn, BColumn);
+}
+
+void ConfigDiffModel::clear() {
+    beginResetModel();
+    rows_.clear();
+    endResetModel();
+}
+
+int ConfigDiffModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+int ConfigDiffModel::columnCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant ConfigDiffModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() >= rows_.size() || index.column() >= ColumnCount) return {};
+    if (role != Qt::DisplayRole && role != Qt::ToolTipRole) return {};
+    const ConfigDifference& d = rows_.at(index.row());
+    switch (index.column()) {
+        case PathColumn:
+            return d.path;
+        case AColumn:
+            return d.a;
+        case BColumn:
+            return d.b;
+    }
+    return {};
+}
+
+QVariant ConfigDiffModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    switch (section) {
+        case PathColumn:
+            return tr("Field");
+        case AColumn:
+            return labelA_;
+        case BColumn:
+            return labelB_;
+    }
+    return {};
+}
+
+}  // namespace lathe::ui
