@@ -326,6 +326,20 @@ private Q_SLOTS:
         QVERIFY2(bad.output.contains(path + ": token") && bad.output.contains("outside the vocabulary"), qPrintable(bad.output));
     }
 
+    void profilerWritesAChromeTrace() {
+        auto r = run_engine(args("prof", {"trainer.max_duration=8steps", "trainer.callbacks.profiler.enabled=true",
+                                          "trainer.callbacks.profiler.wait=1", "trainer.callbacks.profiler.warmup=2",
+                                          "trainer.callbacks.profiler.active=2"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        // skip_first 0 + wait 1 + warmup 2 -> steps 4 and 5 are recorded.
+        QFile trace(folder("prof") + "/profiler/rank0-step4.chrome_trace.json");
+        QVERIFY2(trace.open(QIODevice::ReadOnly), qPrintable(r.output));
+        auto doc = QJsonDocument::fromJson(trace.readAll());
+        QVERIFY(doc.isObject() || doc.isArray());
+        QByteArray text = doc.toJson();
+        QVERIFY(text.contains("aten::mm") || text.contains("aten::addmm") || text.contains("aten::linear"));
+    }
+
     void inspect() {
         auto r = run_engine(args("insp", {"trainer.max_duration=5steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
