@@ -54,6 +54,25 @@ set(LATHE_TORCH_CUDA OFF)
 if(EXISTS "${_torch_root}/lib/libtorch_cuda.so")
   set(LATHE_TORCH_CUDA ON)
 endif()
+# Visible to every directory (the GUI's --version, the packaging rules), not only to engine/.
+set(LATHE_TORCH_CUDA ${LATHE_TORCH_CUDA} CACHE INTERNAL "")
+
+# The LibTorch version as the engine's TORCH_VERSION spells it (torch/version.h), else the
+# wheel's version.py without its local tag (2.9.1+cu128 -> 2.9.1).
+set(_torch_version "unknown")
+file(GLOB _version_h "${_torch_root}/include/torch/csrc/api/include/torch/version.h")
+if(_version_h)
+  file(STRINGS "${_version_h}" _vlines REGEX "#define TORCH_VERSION_(MAJOR|MINOR|PATCH) ")
+  if(_vlines MATCHES "MAJOR ([0-9]+).*MINOR ([0-9]+).*PATCH ([0-9]+)")
+    set(_torch_version "${CMAKE_MATCH_1}.${CMAKE_MATCH_2}.${CMAKE_MATCH_3}")
+  endif()
+elseif(EXISTS "${_torch_root}/version.py")
+  file(STRINGS "${_torch_root}/version.py" _vline REGEX "^__version__")
+  if(_vline MATCHES "'([0-9.]+)")
+    set(_torch_version "${CMAKE_MATCH_1}")
+  endif()
+endif()
+set(LATHE_TORCH_VERSION "${_torch_version}" CACHE INTERNAL "")
 
 # The C++ ABI LibTorch was built with (the wheels use the new ABI since 2.7).
 set(_abi 1)
@@ -102,7 +121,7 @@ set_target_properties(Lathe::Torch PROPERTIES
   # crash when our code binds to them. Putting libstdc++ first among the needed libraries makes
   # every std:: symbol resolve to the system's copy.
   INTERFACE_LINK_OPTIONS "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
-message(STATUS "LibTorch: ${_torch_root} (CUDA: ${LATHE_TORCH_CUDA}, CXX11 ABI: ${_abi})")
+message(STATUS "LibTorch ${LATHE_TORCH_VERSION}: ${_torch_root} (CUDA: ${LATHE_TORCH_CUDA}, CXX11 ABI: ${_abi})")
 
 # The Python of the setup script's virtual environment (when LibTorch came from there): the tests
 # use it for independent checks (jsonschema, TensorBoard's reader).

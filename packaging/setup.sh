@@ -5,6 +5,9 @@
 #   bash packaging/setup.sh run      ... then run the main job: the GUI when a display exists,
 #                                    otherwise train the default tiny model headless
 #   bash packaging/setup.sh test     ... then build build/ci and run the whole test suite
+#   bash packaging/setup.sh package  ... then build build/release and make the packages in
+#                                    build/packages: lathe_<version>_amd64.deb and a relocatable
+#                                    lathe-<version>-Linux-x86_64.tar.gz (LibTorch inside)
 #
 # LibTorch: LATHE_LIBTORCH may name a libtorch folder or a Python torch package folder. Otherwise
 # the official PyPI torch wheel (pinned below) goes into a virtual environment under
@@ -21,7 +24,7 @@ JOBS=${LATHE_JOBS:-$(nproc)}
 say() { printf '\033[1m[lathe setup]\033[0m %s\n' "$*"; }
 die() { printf '[lathe setup] error: %s\n' "$*" >&2; exit 1; }
 
-case "$MODE" in build|run|test|deps) ;; *) die "unknown mode '$MODE' (use: build, run, test)";; esac
+case "$MODE" in build|run|test|package|deps) ;; *) die "unknown mode '$MODE' (use: build, run, test, package)";; esac
 
 # ---- Debian packages ------------------------------------------------------------------------------
 PKGS=(build-essential cmake ninja-build ccache git pkg-config python3 python3-venv
@@ -95,6 +98,16 @@ case "$MODE" in
     say "running the test suite"
     cd "build/$PRESET"
     exec ctest --output-on-failure --timeout 900 -j "${LATHE_TEST_JOBS:-1}"
+    ;;
+  package)
+    say "packaging build/$PRESET into build/packages (cpack: .tar.gz and .deb)"
+    rm -rf build/packages/_CPack_Packages
+    cpack --config "build/$PRESET/CPackConfig.cmake" -B build/packages >/dev/null \
+      || die "cpack failed (run: cpack --config build/$PRESET/CPackConfig.cmake -B build/packages --verbose)"
+    rm -rf build/packages/_CPack_Packages  # the staging copies: several GB
+    say "packages:"
+    ls -sh build/packages/lathe[-_]*
+    exit 0
     ;;
 esac
 say "built: build/$PRESET/bin"
