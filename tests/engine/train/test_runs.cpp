@@ -326,6 +326,21 @@ private Q_SLOTS:
         QVERIFY2(bad.output.contains(path + ": token") && bad.output.contains("outside the vocabulary"), qPrintable(bad.output));
     }
 
+    void bf16Autocast() {
+        auto r = run_engine(args("bf16", {"trainer.max_duration=30steps", "trainer.metrics_collect_interval=1",
+                                          "train_module.autocast_precision=bfloat16",
+                                          "trainer.callbacks.checkpointer.enabled=false"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        auto l = losses(read_metrics(folder("bf16") + "/metrics.jsonl"));
+        QCOMPARE(l.size(), 30);
+        auto fp32 = losses(read_metrics(folder("golden") + "/metrics.jsonl"));
+        QVERIFY(fp32.contains(2));
+        // bf16 matrix products change the numbers a little, and the model still learns.
+        QVERIFY(l[2] != fp32[2]);
+        QVERIFY(std::fabs(l[2] - fp32[2]) < 0.05 * fp32[2]);
+        QVERIFY(l[30] < 0.6 * l[1]);
+    }
+
     void profilerWritesAChromeTrace() {
         auto r = run_engine(args("prof", {"trainer.max_duration=8steps", "trainer.callbacks.profiler.enabled=true",
                                           "trainer.callbacks.profiler.wait=1", "trainer.callbacks.profiler.warmup=2",
