@@ -76,7 +76,19 @@ void Checkpointer::save(const std::string& dir, train::TransformerTrainModule& t
     // path, since the training thread may change the originals right away.
     auto tensors = tm.state_tensors();
     if (env_.rank() == 0) {
-        for (auto& [name, t] : tensors) s.tensors.emplace_back(name, t.detach().to(torch::kCPU, false, true));
+        bool any_cuda = false;
+        for (auto& [name, t] : tensors) {
+            if (t.is_cuda()) {
+                // Pinned host memory, so the device-to-host copies run at full speed.
+                auto host = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+                host.copy_(t.detach(), /*non_blocking=*/true);
+                s.tensors.emplace_back(name, host);
+                any_cuda = true;
+            } else {
+                s.tensors.emplace_back(name, t.detach().to(torch::kCPU, false, true));
+            }
+        }
+        if (any_cuda) torch::cuda::synchronize();
     }
     auto t0 = std::chrono::steady_clock::now();
     if (!async) {
