@@ -1,10 +1,19 @@
 #include "async_sink_writer.h"
 
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <string>
 
 namespace lathe::sinks {
+
+namespace {
+double this_thread_cpu_seconds() {
+    timespec ts{};
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+}  // namespace
 
 AsyncSinkWriter::AsyncSinkWriter(std::vector<std::unique_ptr<MetricSink>> sinks,
                                  std::size_t capacity)
@@ -95,6 +104,7 @@ void AsyncSinkWriter::run() {
         {
             std::lock_guard lock(mutex_);
             written_ += batch.size();
+            thread_cpu_s_ = this_thread_cpu_seconds();
         }
         batch.clear();
         idle_.notify_all();
@@ -106,6 +116,7 @@ void AsyncSinkWriter::run() {
     {
         std::lock_guard lock(mutex_);
         finished_ = true;
+        thread_cpu_s_ = this_thread_cpu_seconds();
     }
     idle_.notify_all();
 }
@@ -128,6 +139,11 @@ std::uint64_t AsyncSinkWriter::dropped() const {
 std::uint64_t AsyncSinkWriter::blocked_submits() const {
     std::lock_guard lock(mutex_);
     return blocked_;
+}
+
+double AsyncSinkWriter::thread_cpu_seconds() const {
+    std::lock_guard lock(mutex_);
+    return thread_cpu_s_;
 }
 
 }  // namespace lathe::sinks

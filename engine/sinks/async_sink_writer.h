@@ -51,6 +51,8 @@ public:
     std::uint64_t written() const;
     std::uint64_t dropped() const;
     std::uint64_t blocked_submits() const;
+    /// CPU time the background thread has used so far (all its writing and flushing), seconds.
+    double thread_cpu_seconds() const;
     /// The sinks, e.g. to look at failed(); do not call them while the writer is open.
     const std::vector<std::unique_ptr<MetricSink>>& sinks() const { return sinks_; }
 
@@ -71,6 +73,7 @@ private:
     std::uint64_t written_ = 0;
     std::uint64_t dropped_ = 0;
     std::uint64_t blocked_ = 0;
+    double thread_cpu_s_ = 0;
     ErrorHandler on_error_;
 
     std::mutex close_mutex_;

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace lathe::train {
 
@@ -24,6 +25,16 @@ std::unique_ptr<Callback> make_lm_evaluator(const config::LMEvaluatorConfig& c, 
 std::unique_ptr<Callback> make_stability_monitor(const config::StabilityMonitorConfig& c);
 std::unique_ptr<Callback> make_profiler(const config::ProfilerConfig& c);
 std::unique_ptr<Callback> make_metric_saver(const config::MetricSaverConfig& c);
+
+/// What the metric files cost: records written, CPU time of the background writer thread and of
+/// handing records to it (on the bookkeeping thread). Final once the callback is closed.
+struct MetricSaverStats {
+    int64_t records = 0;
+    double writer_cpu_s = 0;
+    double submit_cpu_s = 0;
+};
+/// The stats of a metric_saver callback; nullopt when `cb` is not one.
+std::optional<MetricSaverStats> metric_saver_stats(const Callback* cb);
 /// Rank 0's end of the GUI's control channel at `socket_path`.
 std::unique_ptr<Callback> make_control_channel(const std::string& socket_path);
 

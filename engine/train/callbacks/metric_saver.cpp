@@ -8,9 +8,17 @@
 #include "train/trainer.h"
 #include "util/log.h"
 
+#include <ctime>
+
 namespace lathe::train {
 
 namespace {
+
+double thread_cpu_seconds() {
+    timespec ts{};
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 class MetricSaver : public Callback {
 public:
@@ -32,27 +40,46 @@ public:
 
     void log_metrics(int64_t step, const metrics::StepMetrics& m) override {
         if (!writer_) return;
+        const double cpu0 = thread_cpu_seconds();
         sinks::MetricRecord r;
         r.step = step;
         r.tokens = step * trainer().tokens_per_batch();
         r.wall_time = sinks::unix_time_now();
         for (const auto& [name, v] : m) r.add(name, v);
         writer_->submit(std::move(r));
+        ++stats_.records;
+        stats_.submit_cpu_s += thread_cpu_seconds() - cpu0;
     }
 
     void close() override {
-        if (writer_) writer_->close();
+        if (!writer_) return;
+        writer_->close();
+        stats_.writer_cpu_s = writer_->thread_cpu_seconds();
+        if (stats_.records > 0) {
+            log::debug("metric files: {} records; writer thread {:.1f} us of CPU per record, submit {:.1f} us",
+                       stats_.records, 1e6 * stats_.writer_cpu_s / static_cast<double>(stats_.records),
+                       1e6 * stats_.submit_cpu_s / static_cast<double>(stats_.records));
+        }
     }
+
+    MetricSaverStats stats() const { return stats_; }
 
 private:
     config::MetricSaverConfig cfg_;
     std::unique_ptr<sinks::AsyncSinkWriter> writer_;
+    MetricSaverStats stats_;
 };
 
 }  // namespace
 
 std::unique_ptr<Callback> make_metric_saver(const config::MetricSaverConfig& c) {
     return std::make_unique<MetricSaver>(c);
+}
+
+std::optional<MetricSaverStats> metric_saver_stats(const Callback* cb) {
+    const auto* saver = dynamic_cast<const MetricSaver*>(cb);
+    if (!saver) return std::nullopt;
+    return saver->stats();
 }
 
 }  // namespace lathe::train

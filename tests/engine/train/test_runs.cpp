@@ -23,6 +23,15 @@ QStringList args(const QString& run, QStringList extra) {
     return a;
 }
 
+// The JSON line that `lathe-engine bench` prints last.
+QJsonObject bench_result(const QString& output) {
+    const auto lines = output.split('\n', Qt::SkipEmptyParts);
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        if (it->startsWith('{')) return QJsonDocument::fromJson(it->toUtf8()).object();
+    }
+    return {};
+}
+
 QString golden_path() { return qEnvironmentVariable("LATHE_SOURCE_DIR") + "/tests/assets/losses/tiny.json"; }
 
 }  // namespace
@@ -353,6 +362,33 @@ private Q_SLOTS:
         QVERIFY(doc.isObject() || doc.isArray());
         QByteArray text = doc.toJson();
         QVERIFY(text.contains("aten::mm") || text.contains("aten::addmm") || text.contains("aten::linear"));
+    }
+
+    void bench() {
+        auto r = run_engine({"bench", "tiny", "--steps", "3", "--warmup", "1", "--callbacks", "launch.num_threads=1",
+                             "trainer.metrics_collect_interval=1", "trainer.callbacks.console_logger.enabled=false"},
+                            runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        auto o = bench_result(r.output);
+        QCOMPARE(o.value("steps").toInt(), 3);
+        QCOMPARE(o.value("world_size").toInt(), 1);
+        QCOMPARE(o.value("threads").toInt(), 1);
+        QVERIFY(o.value("tokens_per_s").toDouble() > 0);
+        QVERIFY(o.value("mfu").toDouble() > 0 && o.value("mfu").toDouble() < 2);
+        // Every step (warm-up included) went to the metric files, and what that cost was measured.
+        auto files = o.value("metric_files").toObject();
+        QCOMPARE(files.value("records").toInt(), 4);
+        QVERIFY(files.value("cpu_ms_per_step").toDouble() > 0);
+        QVERIFY(files.value("cpu_share").toDouble() > 0 && files.value("cpu_share").toDouble() < 1);
+
+        auto c = run_engine({"bench", "tiny", "--steps", "4", "--warmup", "1", "--checkpoint-every", "2",
+                             "launch.num_threads=1"}, runs());
+        QVERIFY2(c.exit_code == 0, qPrintable(c.output));
+        auto co = bench_result(c.output);
+        QCOMPARE(co.value("checkpoints").toInt(), 2);
+        QCOMPARE(co.value("checkpoint_mode").toString(), QString("async"));
+        QVERIFY(co.value("checkpoint_blocking_s").toDouble() > 0);
+        QVERIFY(!co.contains("metric_files"));  // no callbacks, no metric files
     }
 
     void inspect() {
