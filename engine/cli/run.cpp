@@ -61,7 +61,7 @@ std::string human(double v) {
 // Keeps status.json in the run folder current (rank 0) and collects the end-of-run summary.
 class RunStatus : public train::Callback {
 public:
-    RunStatus(std::string folder, std::string preset) : folder_(std::move(folder)), preset_(std::move(preset)) {}
+    RunStatus(std::string folder, std::string model) : folder_(std::move(folder)), model_(std::move(model)) {}
     int priority() const override { return -3; }
     void pre_train() override {
         start_ = std::chrono::steady_clock::now();
@@ -100,7 +100,7 @@ public:
                             {"tokens", t.global_train_tokens_seen()},
                             {"max_tokens", t.max_tokens()},
                             {"world_size", t.env().world_size()},
-                            {"preset", preset_},
+                            {"model", model_},
                             {"last_loss", last_loss_ ? nlohmann::json(*last_loss_) : nlohmann::json(nullptr)}};
         try {
             checkpoint::write_file_atomic(folder_ + "/status.json", s.dump(2) + "\n");
@@ -113,7 +113,7 @@ public:
     int64_t start_step_ = 0, last_logged_step_ = 0;
 
 private:
-    std::string folder_, preset_, started_at_;
+    std::string folder_, model_, started_at_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
     bool ended_ok_ = false, failed_ = false;
 };
@@ -231,7 +231,9 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     RunStatus* status = nullptr;
     if (!opts.bench) {
         train::add_builtin_callbacks(trainer, split.validation);
-        auto s = std::make_unique<RunStatus>(folder, cfg.run_name);
+        const auto& m = cfg.model;
+        auto s = std::make_unique<RunStatus>(folder, std::to_string(m.d_model) + "d x " + std::to_string(m.n_layers) +
+                                                         " layers, vocab " + std::to_string(m.vocab_size));
         status = s.get();
         trainer.add_callback("run_status", std::move(s));
     }

@@ -60,7 +60,7 @@ bool RunInfo::operator==(const RunInfo& o) const {
            pid == o.pid && startedAt == o.startedAt && updatedAt == o.updatedAt &&
            sameNumber(elapsedS, o.elapsedS) && step == o.step && maxSteps == o.maxSteps &&
            tokens == o.tokens && maxTokens == o.maxTokens && worldSize == o.worldSize &&
-           preset == o.preset && sameNumber(lastLoss, o.lastLoss) && parentRun == o.parentRun &&
+           model == o.model && sameNumber(lastLoss, o.lastLoss) && parentRun == o.parentRun &&
            parentStep == o.parentStep && hasConfig == o.hasConfig && hasMetrics == o.hasMetrics;
 }
 
@@ -152,7 +152,7 @@ RunInfo readRunInfo(const QString& dir, const RunInfoOptions& options) {
     info.tokens = integer(s, "tokens");
     info.maxTokens = integer(s, "max_tokens");
     info.worldSize = static_cast<int>(integer(s, "world_size", 0));
-    info.preset = s.value(QLatin1String("preset")).toString();
+    info.model = s.value(QLatin1String("model")).toString();
     info.lastLoss = number(s, "last_loss");
 
     if (info.state == RunState::Running) {

@@ -23,7 +23,7 @@ struct RunInfo {
     double elapsedS = std::numeric_limits<double>::quiet_NaN();
     qint64 step = -1, maxSteps = -1, tokens = -1, maxTokens = -1;
     int worldSize = 0;
-    QString preset;
+    QString model;  ///< "64d x 2 layers, vocab 256"
     double lastLoss = std::numeric_limits<double>::quiet_NaN();
     QString parentRun;  ///< from parent.json ("Resume as new run"); empty otherwise
     qint64 parentStep = -1;

@@ -192,8 +192,8 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
                 return std::isfinite(r.lastLoss) ? r.lastLoss : std::numeric_limits<double>::max();
             case WorldSizeColumn:
                 return r.worldSize;
-            case PresetColumn:
-                return r.preset;
+            case ModelColumn:
+                return r.model;
         }
         return {};
     }
@@ -218,8 +218,8 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
                                                  : QStringLiteral("–");
             case WorldSizeColumn:
                 return r.worldSize > 0 ? QString::number(r.worldSize) : QStringLiteral("–");
-            case PresetColumn:
-                return r.preset;
+            case ModelColumn:
+                return r.model;
         }
     }
     if (role == Qt::ToolTipRole) {
@@ -261,8 +261,8 @@ QVariant RunsModel::headerData(int section, Qt::Orientation o, int role) const {
             return tr("Last loss");
         case WorldSizeColumn:
             return tr("Ranks");
-        case PresetColumn:
-            return tr("Preset");
+        case ModelColumn:
+            return tr("Model");
     }
     return {};
 }
@@ -290,7 +290,7 @@ bool RunsFilterModel::filterAcceptsRow(int row, const QModelIndex& parent) const
     if (!states_.isEmpty() && !states_.contains(static_cast<int>(r.state))) return false;
     if (text_.isEmpty()) return true;
     return r.name.contains(text_, Qt::CaseInsensitive) ||
-           r.preset.contains(text_, Qt::CaseInsensitive) ||
+           r.model.contains(text_, Qt::CaseInsensitive) ||
            r.reason.contains(text_, Qt::CaseInsensitive);
 }
 

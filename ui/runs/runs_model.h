@@ -1,5 +1,5 @@
 // RunsModel: every run folder under a runs root as a table (name, state, start, duration, steps,
-// tokens, last loss, world size, preset), kept current by a QFileSystemWatcher on the root and the
+// tokens, last loss, world size, model), kept current by a QFileSystemWatcher on the root and the
 // run folders plus a periodic timer. A refresh only stat()s each folder's status.json and re-reads
 // those that changed, or that claim to be running (to notice a dead process). Rows are updated in
 // place (dataChanged / insert / remove), so views keep their selection.
@@ -33,7 +33,7 @@ public:
         TokensColumn,
         LossColumn,
         WorldSizeColumn,
-        PresetColumn,
+        ModelColumn,
         ColumnCount
     };
     static constexpr int PathRole = Qt::UserRole + 1;   ///< QString: the run folder
@@ -92,7 +92,7 @@ class RunsFilterModel : public QSortFilterProxyModel {
 
 public:
     explicit RunsFilterModel(QObject* parent = nullptr);
-    /// Case-insensitive substring of the name, preset or reason; empty shows all.
+    /// Case-insensitive substring of the name, model or reason; empty shows all.
     void setTextFilter(const QString& text);
     /// Only runs in these states; empty shows all.
     void setStateFilter(const QList<RunState>& states);

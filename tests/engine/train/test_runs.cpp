@@ -125,6 +125,15 @@ private Q_SLOTS:
         QVERIFY(QFile::exists(folder("metrics") + "/metrics.csv"));
         QDir d(folder("metrics"));
         QCOMPARE(d.entryList({"events.out.tfevents.*"}).size(), 1);
+        // status.json: the final state, and what the runs panel shows.
+        QFile sf(folder("metrics") + "/status.json");
+        QVERIFY(sf.open(QIODevice::ReadOnly));
+        auto st = QJsonDocument::fromJson(sf.readAll()).object();
+        QCOMPARE(st.value("state").toString(), QString("finished"));
+        QCOMPARE(st.value("step").toInt(), 50);
+        QCOMPARE(st.value("model").toString(), QString("64d x 2 layers, vocab 256"));
+        QCOMPARE(st.value("world_size").toInt(), 1);
+        QVERIFY(std::isfinite(st.value("last_loss").toDouble()) && st.value("last_loss").toDouble() > 0);
     }
 
     void exactResume_data() {

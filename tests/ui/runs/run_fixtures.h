@@ -39,7 +39,7 @@ inline QJsonObject status(const QString& state, qint64 step, qint64 maxSteps, do
                        {"tokens", step * 2048},
                        {"max_tokens", maxSteps * 2048},
                        {"world_size", 1},
-                       {"preset", "tiny"},
+                       {"model", "64d x 2 layers, vocab 256"},
                        {"last_loss", loss}};
 }
 

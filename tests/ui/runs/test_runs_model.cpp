@@ -44,7 +44,7 @@ private Q_SLOTS:
         QCOMPARE(r.step, 30);
         QCOMPARE(r.maxTokens, 30 * 2048);
         QCOMPARE(r.worldSize, 1);
-        QCOMPARE(r.preset, QStringLiteral("tiny"));
+        QCOMPARE(r.model, QStringLiteral("64d x 2 layers, vocab 256"));
         QCOMPARE(r.lastLoss, 2.4956);
         QCOMPARE(r.startedAt, QDateTime(QDate(2026, 1, 1), QTime(9, 0), Qt::UTC));
     }
