@@ -255,16 +255,9 @@ bool MainWindow::openRun(const QString& runDir) {
 bool MainWindow::resumeFromCheckpoint(const QString& checkpoint, ResumePlan::Mode mode,
                                       const QString& newRunName,
                                       const std::optional<lathe::config::Json>& config, int ranks) {
-    if (run_->isActive()) {
-        showProblem(tr("Cannot resume"), tr("A run is in progress."));
-        return false;
-    }
+    const auto plan = resumePlanFor(checkpoint);
+    if (!plan) return false;
     QString error;
-    const auto plan = ResumePlan::fromCheckpoint(checkpoint, &error);
-    if (!plan) {
-        showProblem(tr("Cannot resume"), error);
-        return false;
-    }
     const QString name = newRunName.isEmpty()
                              ? ResumePlan::suggestNewRunName(plan->runsRoot(), plan->runName(), plan->step())
                              : newRunName;
@@ -291,17 +284,20 @@ bool MainWindow::resumeFromCheckpoint(const QString& checkpoint, ResumePlan::Mod
     return true;
 }
 
-bool MainWindow::editResume(const QString& checkpoint) {
+std::optional<ResumePlan> MainWindow::resumePlanFor(const QString& checkpoint) {
     if (run_->isActive()) {
         showProblem(tr("Cannot resume"), tr("A run is in progress."));
-        return false;
+        return std::nullopt;
     }
     QString error;
-    const auto plan = ResumePlan::fromCheckpoint(checkpoint, &error);
-    if (!plan) {
-        showProblem(tr("Cannot resume"), error);
-        return false;
-    }
+    auto plan = ResumePlan::fromCheckpoint(checkpoint, &error);
+    if (!plan) showProblem(tr("Cannot resume"), error);
+    return plan;
+}
+
+bool MainWindow::editResume(const QString& checkpoint) {
+    const auto plan = resumePlanFor(checkpoint);
+    if (!plan) return false;
     editor_->setDocument(plan->baseConfig());
     checkpointsPanel_->resumeBar()->setPlan(*plan);
     checkpointsPanel_->resumeBar()->setEditedConfig(editor_->resolvedJson());

@@ -101,6 +101,8 @@ private:
     void restoreLayout();
     void buildRunsDocks();
     void showProblem(const QString& title, const QString& text);
+    /// The plan to resume from `checkpoint`, or nullopt after telling the user why not.
+    std::optional<ResumePlan> resumePlanFor(const QString& checkpoint);
     void beginRunUi();
 
     ConfigEditor* editor_ = nullptr;

@@ -56,11 +56,7 @@ std::string CsvSink::format(const MetricRecord& record) {
     return s;
 }
 
-CsvSink::CsvSink(std::string path, OpenMode mode) : MetricSink(std::move(path)), mode_(mode) {}
-
-CsvSink::~CsvSink() {
-    close();
-}
+CsvSink::CsvSink(std::string path, OpenMode mode) : FileSink(std::move(path)), mode_(mode) {}
 
 void CsvSink::do_open() {
     file_.open(target(), mode_ == OpenMode::append);
@@ -75,14 +71,6 @@ void CsvSink::do_write(const MetricRecord& record) {
     rows_.clear();
     format_to(record, rows_);
     file_.write(rows_);
-}
-
-void CsvSink::do_flush() {
-    file_.flush();
-}
-
-void CsvSink::do_close() {
-    file_.close();
 }
 
 }  // namespace lathe::sinks

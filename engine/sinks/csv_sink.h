@@ -2,7 +2,6 @@
 #pragma once
 
 #include "file_writer.h"
-#include "metric_sink.h"
 
 #include <string>
 #include <string_view>
@@ -18,13 +17,12 @@ namespace lathe::sinks {
 /// quotes doubled. Numbers are the shortest text that reads back to the same double; non-finite
 /// values are `nan`, `inf`, `-inf` (pandas and Python's float() read them). A record without
 /// values writes no row. In append mode the header is written only if the file is empty.
-class CsvSink final : public MetricSink {
+class CsvSink final : public FileSink {
 public:
     static constexpr const char* kFileName = "metrics.csv";
     static constexpr const char* kHeader = "step,tokens,wall_time,name,value\n";
 
     explicit CsvSink(std::string path, OpenMode mode = OpenMode::truncate);
-    ~CsvSink() override;
 
     /// The rows for a record (no header).
     static std::string format(const MetricRecord& record);
@@ -35,12 +33,9 @@ public:
 protected:
     void do_open() override;
     void do_write(const MetricRecord& record) override;
-    void do_flush() override;
-    void do_close() override;
 
 private:
     OpenMode mode_;
-    FileWriter file_;
     std::string rows_;
 };
 

@@ -1,10 +1,14 @@
 // FileWriter: a thin stdio wrapper for the file sinks that throws with errno's reason, so the
-// MetricSink base can report "No space left on device" rather than a bare failure.
+// MetricSink base can report "No space left on device" rather than a bare failure. FileSink: the
+// MetricSink of one file, whose subclasses only say how to open it and write a record.
 #pragma once
+
+#include "metric_sink.h"
 
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace lathe::sinks {
 
@@ -37,5 +41,19 @@ private:
 
 /// Throws std::runtime_error(strerror(err)), thread-safely.
 [[noreturn]] void throw_errno(int err);
+
+/// A sink writing one file through a FileWriter: flush and close are the file's; subclasses
+/// implement do_open() (open `file_`, write any header) and do_write().
+class FileSink : public MetricSink {
+public:
+    ~FileSink() override { close(); }
+
+protected:
+    explicit FileSink(std::string path) : MetricSink(std::move(path)) {}
+    void do_flush() final { file_.flush(); }
+    void do_close() final { file_.close(); }
+
+    FileWriter file_;
+};
 
 }  // namespace lathe::sinks

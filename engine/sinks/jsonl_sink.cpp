@@ -79,11 +79,7 @@ std::string JsonlSink::format(const MetricRecord& record) {
     return s;
 }
 
-JsonlSink::JsonlSink(std::string path, OpenMode mode) : MetricSink(std::move(path)), mode_(mode) {}
-
-JsonlSink::~JsonlSink() {
-    close();
-}
+JsonlSink::JsonlSink(std::string path, OpenMode mode) : FileSink(std::move(path)), mode_(mode) {}
 
 void JsonlSink::do_open() {
     file_.open(target(), mode_ == OpenMode::append);
@@ -95,14 +91,6 @@ void JsonlSink::do_write(const MetricRecord& record) {
     line_.clear();
     format_to(record, line_);
     file_.write(line_);
-}
-
-void JsonlSink::do_flush() {
-    file_.flush();
-}
-
-void JsonlSink::do_close() {
-    file_.close();
 }
 
 }  // namespace lathe::sinks

@@ -2,7 +2,6 @@
 #pragma once
 
 #include "file_writer.h"
-#include "metric_sink.h"
 
 #include <string>
 
@@ -13,12 +12,11 @@ namespace lathe::sinks {
 /// Values keep the record's order; numbers are the shortest text that reads back to the same
 /// double; NaN and infinities are written as null (JSON has no NaN). In append mode a half-written
 /// last line (a crash mid-write) is terminated first so it cannot swallow the next record.
-class JsonlSink final : public MetricSink {
+class JsonlSink final : public FileSink {
 public:
     static constexpr const char* kFileName = "metrics.jsonl";
 
     explicit JsonlSink(std::string path, OpenMode mode = OpenMode::truncate);
-    ~JsonlSink() override;
 
     /// The line for a record, with its '\n'.
     static std::string format(const MetricRecord& record);
@@ -28,12 +26,9 @@ public:
 protected:
     void do_open() override;
     void do_write(const MetricRecord& record) override;
-    void do_flush() override;
-    void do_close() override;
 
 private:
     OpenMode mode_;
-    FileWriter file_;
     std::string line_;
 };
 

@@ -21,7 +21,7 @@ namespace lathe::sinks {
 ///
 /// Subclasses implement the do_* hooks and report failures by throwing (any std::exception; its
 /// what() becomes the reason). A subclass destructor must call close(), because the base
-/// destructor cannot reach the hooks.
+/// destructor cannot reach the hooks (FileSink, the base of the file sinks, does).
 class MetricSink {
 public:
     using ErrorHandler = std::function<void(const std::string&)>;

@@ -140,11 +140,7 @@ std::string TensorBoardSink::unique_path_in(const std::string& dir) {
     return path.string();
 }
 
-TensorBoardSink::TensorBoardSink(std::string path) : MetricSink(std::move(path)) {}
-
-TensorBoardSink::~TensorBoardSink() {
-    close();
-}
+TensorBoardSink::TensorBoardSink(std::string path) : FileSink(std::move(path)) {}
 
 void TensorBoardSink::do_open() {
     file_.open(target(), false);
@@ -159,14 +155,6 @@ void TensorBoardSink::do_write(const MetricRecord& record) {
     frame_.clear();
     tfevents::append_record(frame_, event_);
     file_.write(frame_);
-}
-
-void TensorBoardSink::do_flush() {
-    file_.flush();
-}
-
-void TensorBoardSink::do_close() {
-    file_.close();
 }
 
 }  // namespace lathe::sinks

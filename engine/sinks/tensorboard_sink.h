@@ -3,7 +3,6 @@
 #pragma once
 
 #include "file_writer.h"
-#include "metric_sink.h"
 
 #include <string>
 #include <string_view>
@@ -17,10 +16,9 @@ namespace lathe::sinks {
 /// half-written last record, so a live TensorBoard can follow the file. The file is always new
 /// (truncated): TensorBoard merges every events file in the folder, so a resumed run simply adds
 /// one.
-class TensorBoardSink final : public MetricSink {
+class TensorBoardSink final : public FileSink {
 public:
     explicit TensorBoardSink(std::string path);
-    ~TensorBoardSink() override;
 
     /// "events.out.tfevents.<unix seconds>.<hostname>.lathe" (TensorBoard picks up any name that
     /// contains "tfevents").
@@ -32,11 +30,8 @@ public:
 protected:
     void do_open() override;
     void do_write(const MetricRecord& record) override;
-    void do_flush() override;
-    void do_close() override;
 
 private:
-    FileWriter file_;
     std::string event_;
     std::string frame_;
 };

@@ -1,4 +1,5 @@
 #include "checkpoints/checkpoints_panel.h"
+#include "util/table_views.h"
 
 #include <QDesktopServices>
 #include <QDir>
@@ -24,12 +25,7 @@ CheckpointsPanel::CheckpointsPanel(CheckpointsModel* model, QWidget* parent)
     view_ = new QTableView(this);
     view_->setObjectName(QStringLiteral("checkpointsView"));
     view_->setModel(model_);
-    view_->setSelectionBehavior(QAbstractItemView::SelectRows);
-    view_->setSelectionMode(QAbstractItemView::SingleSelection);
-    view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    view_->verticalHeader()->hide();
-    view_->horizontalHeader()->setStretchLastSection(true);
-    view_->setWordWrap(false);
+    setUpRowTable(view_, QAbstractItemView::SingleSelection);
     layout->addWidget(view_, 1);
 
     auto* buttons = new QHBoxLayout;

@@ -113,8 +113,8 @@ void FieldEditor::build() {
             break;
     }
     if (spec_.nullable) {
-        null_ = new QCheckBox(tr("null"), frame_);
-        null_->setToolTip(tr("Leave unset (null): %1").arg(spec_.description));
+        null_ = new QCheckBox(tr("unset"), frame_);
+        null_->setToolTip(tr("Leave unset (null in the config), so the default applies: %1").arg(spec_.description));
         connect(null_, &QCheckBox::toggled, this, [this](bool on) {
             setNullState(on);
             if (!updating_) Q_EMIT edited();

@@ -1,6 +1,6 @@
 // FieldEditor: the editor of one config field, chosen by its schema: a check box, a bounded spin
 // box, a combo box for an enum, value + unit for a duration, a line edit with a picker for a path,
-// comma-separated text for a list, JSON text for anything else; a "null" check box for optional
+// comma-separated text for a list, JSON text for anything else; an "unset" (null) check box for optional
 // fields; the reason underneath when the value is invalid.
 #pragma once
 

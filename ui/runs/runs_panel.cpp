@@ -1,4 +1,5 @@
 #include "runs/runs_panel.h"
+#include "util/table_views.h"
 
 #include <QComboBox>
 #include <QDesktopServices>
@@ -41,12 +42,7 @@ RunsPanel::RunsPanel(RunsModel* model, QWidget* parent)
     view_->setModel(proxy_);
     view_->setSortingEnabled(true);
     view_->sortByColumn(RunsModel::StartedColumn, Qt::DescendingOrder);
-    view_->setSelectionBehavior(QAbstractItemView::SelectRows);
-    view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
-    view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    view_->verticalHeader()->hide();
-    view_->horizontalHeader()->setStretchLastSection(true);
-    view_->setWordWrap(false);
+    setUpRowTable(view_, QAbstractItemView::ExtendedSelection);
     layout->addWidget(view_, 1);
 
     auto* buttons = new QHBoxLayout;
