@@ -119,12 +119,16 @@ torch::Tensor FullyShardedDataParallel::gather(const FlatGroup& g) const {
 }
 
 torch::Tensor FullyShardedDataParallel::scatter_grad(const torch::Tensor& full_grad, const FlatGroup& g) const {
-    // Sum over ranks in reduce_dtype, keep this rank's slice, average. (An all-reduce plus a
-    // slice: Gloo's CPU reduce-scatter is not available in every LibTorch build.)
-    auto buf = full_grad.to(reduce_dtype_).contiguous().clone();
-    group_.all_reduce(buf);
+    // Sum over ranks in reduce_dtype straight into this rank's slice (a reduce-scatter: each rank
+    // receives only its shard), then average.
+    auto buf = full_grad.to(reduce_dtype_).contiguous();
     const int64_t per = g.padded / group_.size();
-    return buf.narrow(0, group_.rank() * per, per).to(torch::kFloat32).div_(static_cast<double>(group_.size()));
+    std::vector<torch::Tensor> chunks;
+    chunks.reserve(static_cast<std::size_t>(group_.size()));
+    for (int r = 0; r < group_.size(); ++r) chunks.push_back(buf.narrow(0, r * per, per));
+    auto mine = torch::empty({per}, buf.options());
+    group_.reduce_scatter(mine, chunks);
+    return mine.to(torch::kFloat32).div_(static_cast<double>(group_.size()));
 }
 
 void FullyShardedDataParallel::bind(Unit& u, const std::vector<torch::Tensor>& fulls) {
