@@ -120,12 +120,16 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
         throw Error("injected fault at step " + std::to_string(inject_fault_step_) + " (LATHE_INJECT_FAULT)");
     }
     model_->train();
-    auto input_ids = batch.input_ids.to(env_.device(), /*non_blocking=*/true);
-    const int64_t seq = input_ids.size(1);
-    // Labels: inputs shifted left; the last position has no label.
-    auto labels = torch::full_like(input_ids, cfg_.label_ignore_index);
-    labels.narrow(1, 0, seq - 1).copy_(input_ids.narrow(1, 1, seq - 1));
-    const double num_loss_tokens = static_cast<double>((labels != cfg_.label_ignore_index).sum().item<int64_t>());
+    // Labels: inputs shifted left; the last position has no label. Made and counted on the host,
+    // so that counting them does not wait for the device.
+    const auto& host_ids = batch.input_ids;
+    const int64_t seq = host_ids.size(1);
+    auto host_labels = torch::full_like(host_ids, cfg_.label_ignore_index);
+    host_labels.narrow(1, 0, seq - 1).copy_(host_ids.narrow(1, 1, seq - 1));
+    const double num_loss_tokens =
+        static_cast<double>((host_labels != cfg_.label_ignore_index).sum().item<int64_t>());
+    auto input_ids = host_ids.to(env_.device(), /*non_blocking=*/true);
+    auto labels = host_labels.to(env_.device(), /*non_blocking=*/true);
     trainer_->record_metric("train/masked labels (%)",
                             1.0 - num_loss_tokens / static_cast<double>(labels.numel()), ReduceType::mean);
 
