@@ -530,7 +530,8 @@ struct LaunchConfig {
         v.field("backend", backend, {"c10d backends per device type.", {}});
         v.field("device", device, {"auto picks CUDA when available, else CPU.", {}});
         v.field("num_threads", num_threads,
-                {"CPU threads per rank; null means the cores divided by the local ranks.",
+                {"CPU threads per rank; null means the cores (less $LATHE_RESERVE_CORES, which the workbench "
+                 "sets to 1) divided by the local ranks.",
                  Bounds::at_least(1)});
         v.field("log_filter_type", log_filter_type, {"Which ranks log below warning level.", {}});
     }

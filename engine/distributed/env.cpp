@@ -197,9 +197,17 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
         throw Error("this build of lathe-engine has no CUDA support");
 #endif
     }
-    // CPU threads: the cores divided by the local ranks, unless configured.
-    int64_t threads = opts.num_threads.value_or(
-        std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / w.local_world_size));
+    // CPU threads: the cores divided by the local ranks, unless configured. LATHE_RESERVE_CORES
+    // leaves cores to other work on this machine first (the workbench sets 1 for itself: spinning
+    // OpenMP threads and a busy GUI on the same cores slow each other down).
+    const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+    int64_t reserve = 0;
+    if (auto r = env("LATHE_RESERVE_CORES")) {
+        reserve = env_int("LATHE_RESERVE_CORES", *r);
+        if (reserve < 0) throw Error("environment variable LATHE_RESERVE_CORES='" + *r + "' is negative");
+        reserve = std::min(reserve, cores - 1);
+    }
+    int64_t threads = opts.num_threads.value_or(std::max<int64_t>(1, (cores - reserve) / w.local_world_size));
     torch::set_num_threads(static_cast<int>(threads));
     if (opts.seed) torch::manual_seed(static_cast<uint64_t>(*opts.seed));
 

@@ -5,6 +5,7 @@
 
 #include "config/config_editor.h"
 #include "plots/metric_store.h"
+#include "logs/log_model.h"
 #include "plots/plot_panel.h"
 
 #include <QAction>
@@ -12,6 +13,7 @@
 #include <QLabel>
 #include <QRegularExpression>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QtTest>
 
 using lathe::ui::MainWindow;
@@ -44,6 +46,15 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("running"), 60000);
 
         const QString runDir = runs.path() + "/e2e";
+        // The engine left a core to the window (LATHE_RESERVE_CORES=1 from the RunController).
+        const int threads = std::max(1, QThread::idealThreadCount() - 1);
+        auto logged = [&](const QString& text) {
+            for (int i = 0; i < w.logModel()->rowCount(); ++i) {
+                if (w.logModel()->entry(i).message.contains(text)) return true;
+            }
+            return false;
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(logged(QStringLiteral("%1 CPU thread(s) per rank").arg(threads)), 30000);
         auto plotted = [&] {
             auto* plot = w.plots()->plotFor(QStringLiteral("train/CE loss"));
             return plot && plot->graphCount() > 0 && plot->graph(0)->dataCount() >= 20;

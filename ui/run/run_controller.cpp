@@ -211,11 +211,13 @@ bool RunController::start(const lathe::config::Json& config, const RunOptions& o
     process_ = new QProcess(this);
     process_->setProgram(enginePath_);
     process_->setArguments(arguments_);
-    if (!options.cudaDevices.isEmpty()) {
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.insert(QStringLiteral("CUDA_VISIBLE_DEVICES"), options.cudaDevices);
-        process_->setProcessEnvironment(env);
-    }
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    if (!options.cudaDevices.isEmpty()) env.insert(QStringLiteral("CUDA_VISIBLE_DEVICES"), options.cudaDevices);
+    // Leave a core to this window, unless the config fixes launch.num_threads: measured on two
+    // cores, the engine trains faster on one thread than on two beside the GUI (docs/performance.md).
+    if (!env.contains(QStringLiteral("LATHE_RESERVE_CORES")))
+        env.insert(QStringLiteral("LATHE_RESERVE_CORES"), QStringLiteral("1"));
+    process_->setProcessEnvironment(env);
     // Own process group, so that kill() reaches every rank the launcher spawns; and the engine
     // is told (SIGTERM, a graceful interrupt) if the GUI dies without cleaning up.
     process_->setChildProcessModifier([] {

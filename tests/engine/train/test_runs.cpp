@@ -4,6 +4,7 @@
 
 #include <QDirIterator>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QtTest>
 
 #include <cmath>
@@ -371,6 +372,23 @@ private Q_SLOTS:
         QVERIFY(doc.isObject() || doc.isArray());
         QByteArray text = doc.toJson();
         QVERIFY(text.contains("aten::mm") || text.contains("aten::addmm") || text.contains("aten::linear"));
+    }
+
+    // Threads per rank: the cores, less LATHE_RESERVE_CORES, over the local ranks; a bad value is named.
+    void reservedCores() {
+        const int cores = QThread::idealThreadCount();
+        QStringList a = {"train", "tiny", "run_name=threads", "trainer.max_duration=1steps",
+                         "trainer.callbacks.checkpointer.enabled=false"};
+        auto r = run_engine(a, runs(), {{"LATHE_RESERVE_CORES", "1"}});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains(QString("%1 CPU thread(s) per rank").arg(std::max(1, cores - 1))), qPrintable(r.output));
+        auto all = run_engine(a, runs(), {{"LATHE_RESERVE_CORES", "1000"}});  // at least one thread stays
+        QVERIFY2(all.output.contains("1 CPU thread(s) per rank"), qPrintable(all.output));
+        auto bad = run_engine(a, runs(), {{"LATHE_RESERVE_CORES", "one"}});
+        QVERIFY(bad.exit_code != 0);
+        QVERIFY2(bad.output.contains("LATHE_RESERVE_CORES='one' is not an integer"), qPrintable(bad.output));
+        auto fixed = run_engine(a + QStringList{"launch.num_threads=2"}, runs(), {{"LATHE_RESERVE_CORES", "1"}});
+        QVERIFY2(fixed.output.contains("2 CPU thread(s) per rank"), qPrintable(fixed.output));
     }
 
     void bench() {
