@@ -38,7 +38,8 @@ std::optional<MetricSaverStats> metric_saver_stats(const Callback* cb);
 /// Rank 0's end of the GUI's control channel at `socket_path`.
 std::unique_ptr<Callback> make_control_channel(const std::string& socket_path);
 
-/// Peak FLOP/s of one device for `dtype`, measured with a square matrix product (about 0.3 s).
+/// Peak FLOP/s of one device for `dtype`, measured with a square matrix product (1024 on a CPU,
+/// 8192 on a GPU) for about 0.3 s.
 double measure_peak_flops(const torch::Device& device, torch::ScalarType dtype);
 
 /// Simple glob match supporting '*' and '?'.

@@ -24,7 +24,9 @@ using Clock = std::chrono::steady_clock;
 
 double measure_peak_flops(const torch::Device& device, torch::ScalarType dtype) {
     torch::NoGradGuard no_grad;
-    const int64_t n = 1024;
+    // Large enough to keep the device busy: 1024 saturates a CPU core's caches, a GPU needs far
+    // more work per launch to reach its peak.
+    const int64_t n = device.is_cuda() ? 8192 : 1024;
     auto opts = torch::TensorOptions().dtype(dtype).device(device);
     auto a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts);
     auto sync = [&] {
