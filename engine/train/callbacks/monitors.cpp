@@ -234,10 +234,14 @@ public:
                 int64_t i = b * per_batch + group.rank() + r * group.size();
                 if (i < n) idx.push_back(i);
             }
-            if (idx.empty()) continue;
+            // A rank whose share of the last batch is empty still runs a forward pass (not
+            // counted): under FSDP every forward gathers parameters from every rank.
+            const bool filler = idx.empty();
+            if (filler) idx.push_back(0);
             batch.input_ids = torch::empty({static_cast<int64_t>(idx.size()), seq}, torch::kInt64);
             for (std::size_t r = 0; r < idx.size(); ++r) ds_->instance(idx[r], batch.input_ids.data_ptr<int64_t>() + static_cast<int64_t>(r) * seq);
             auto [l, k] = t.train_module().eval_batch(batch);
+            if (filler) continue;
             loss_sum += l;
             tokens += k;
             ++batches;
