@@ -73,7 +73,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(model::Transformer& model, co
     : model_(model), group_(group), reduce_dtype_(to_scalar(cfg.reduce_dtype)) {
     if (cfg.param_dtype) param_dtype_ = to_scalar(*cfg.param_dtype);
     const int64_t world = group.size(), rank = group.rank();
-    empty_ = torch::empty({0});
+    // Shards, placeholders and optimizer state live where the model was put (the rank's GPU).
+    const auto params = model->parameters();
+    device_ = params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+    empty_ = torch::empty({0}, torch::TensorOptions().device(device_));
     torch::NoGradGuard no_grad;
     for (int64_t ui = 0; ui < model->num_units(); ++ui) {
         Unit u;
@@ -91,7 +94,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(model::Transformer& model, co
         for (auto& g : u.groups) {
             if (g.total == 0) continue;
             g.padded = (g.total + world - 1) / world * world;
-            auto flat = torch::zeros({g.padded}, torch::kFloat32);
+            auto flat = torch::zeros({g.padded}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
             for (std::size_t i = 0; i < g.members.size(); ++i) {
                 flat.narrow(0, g.offsets[i], g.numels[i]).copy_(g.members[i]->reshape({-1}).to(torch::kFloat32));
             }
@@ -242,7 +245,7 @@ void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch
                     std::string key = is_model ? "model." + g.names[i] : "optim.state." + g.names[i] + "." + suffix;
                     flat.narrow(0, g.offsets[i], g.numels[i]).copy_(get(key, g.shapes[i]).reshape({-1}).to(torch::kFloat32));
                 }
-                return flat.narrow(0, rank * per, per).clone();
+                return flat.narrow(0, rank * per, per).to(device_, /*non_blocking=*/false, /*copy=*/true);
             };
             g.shard.copy_(slice("", true));
             if (!optim) continue;

@@ -67,6 +67,7 @@ private:
     std::vector<Unit> units_;
     std::optional<torch::ScalarType> param_dtype_;
     torch::ScalarType reduce_dtype_;
+    torch::Device device_{torch::kCPU};
     torch::Tensor empty_;
 };
 
