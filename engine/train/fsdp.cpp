@@ -1,5 +1,7 @@
 #include "train/fsdp.h"
 
+#include "train/autocast.h"
+
 #include "util/error.h"
 
 #include <torch/csrc/autograd/custom_function.h>
@@ -10,6 +12,7 @@ namespace {
 
 torch::ScalarType to_scalar(config::DType d) { return d == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32; }
 
+
 // One unit as an autograd function: gather -> run -> free; backward: gather -> recompute -> grads
 // -> reduce-scatter into the shards.
 struct UnitFunction : public torch::autograd::Function<UnitFunction> {
@@ -17,6 +20,9 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
                                  torch::Tensor shard1, FullyShardedDataParallel* fsdp, int64_t unit) {
         ctx->saved_data["fsdp"] = reinterpret_cast<int64_t>(fsdp);
         ctx->saved_data["unit"] = unit;
+        const auto type = x.device().type();
+        ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(type);
+        ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(at::autocast::get_autocast_dtype(type));
         ctx->save_for_backward({x});
         auto& u = fsdp->units()[static_cast<std::size_t>(unit)];
         std::vector<torch::Tensor> fulls;
@@ -48,6 +54,10 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
         if (x_grad) xin.requires_grad_(true);
         {
             torch::AutoGradMode enable(true);
+            // The forward's autocast state: backward runs outside the train step's autocast scope
+            // (and on a GPU, on another thread).
+            AutocastScope autocast(x.device().type(), ctx->saved_data["autocast"].toBool(),
+                                   static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
             fsdp->bind(u, leaves);
             auto out = fsdp->model()->run_unit(unit, xin);
             torch::autograd::backward({out}, {grad_out[0]});

@@ -1,5 +1,6 @@
 #include "train/train_module.h"
 
+#include "train/autocast.h"
 #include "train/data_parallel.h"
 #include "train/fsdp.h"
 #include "train/scheduler.h"
@@ -9,48 +10,14 @@
 
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
-#include <ATen/autocast_mode.h>
 
 #include <cmath>
 
 namespace lathe::train {
 
 using config::ReduceType;
-
-namespace {
-
-// train_module.autocast_precision: the forward pass under autocast to that dtype (the loss is
-// computed in fp32 regardless; RMSNorm and RoPE compute in fp32 as well).
-class AutocastScope {
-public:
-    AutocastScope(const torch::Device& device, std::optional<config::DType> dtype) {
-        if (!dtype) return;
-        type_ = device.type();
-        prev_enabled_ = at::autocast::is_autocast_enabled(type_);
-        prev_dtype_ = at::autocast::get_autocast_dtype(type_);
-        at::autocast::set_autocast_enabled(type_, true);
-        at::autocast::set_autocast_dtype(type_, *dtype == config::DType::bfloat16 ? at::kBFloat16 : at::kFloat);
-        at::autocast::increment_nesting();
-        active_ = true;
-    }
-    ~AutocastScope() {
-        if (!active_) return;
-        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-        at::autocast::set_autocast_enabled(type_, prev_enabled_);
-        at::autocast::set_autocast_dtype(type_, prev_dtype_);
-    }
-    AutocastScope(const AutocastScope&) = delete;
-    AutocastScope& operator=(const AutocastScope&) = delete;
-
-private:
-    bool active_ = false;
-    c10::DeviceType type_ = c10::DeviceType::CPU;
-    bool prev_enabled_ = false;
-    at::ScalarType prev_dtype_ = at::kFloat;
-};
-
-}  // namespace
 
 TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& cfg, dist::Environment& env)
     : cfg_(cfg.train_module), full_cfg_(cfg), env_(env) {
@@ -142,7 +109,13 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
         const int64_t start = m * mb_rows, len = std::min(mb_rows, rows - start);
         model::LossOutput out;
         {
-            AutocastScope autocast(env_.device(), cfg_.autocast_precision);
+            // train_module.autocast_precision: the forward pass under autocast to that dtype (the
+            // loss is computed in fp32 regardless; RMSNorm and RoPE compute in fp32 as well).
+            std::optional<AutocastScope> autocast;
+            if (cfg_.autocast_precision) {
+                autocast.emplace(env_.device().type(), true,
+                                 *cfg_.autocast_precision == config::DType::bfloat16 ? at::kBFloat16 : at::kFloat);
+            }
             out = model_->forward_loss(input_ids.narrow(0, start, len), labels.narrow(0, start, len), num_loss_tokens,
                                        cfg_.z_loss_multiplier, cfg_.label_ignore_index);
         }
