@@ -201,19 +201,26 @@ void Trainer::flush_metrics(bool before_current_step) {
         }
         types = reduce_types_;
     }
-    // One transfer for everything (the only host-device sync of a flush).
+    // One transfer for everything on the device (the only host-device sync of a flush); metrics
+    // recorded as host values are read directly.
     std::vector<metrics::LocalMetric> local;
-    std::vector<torch::Tensor> values;
+    std::vector<torch::Tensor> on_device;
+    std::vector<std::size_t> device_slots;
     for (auto& [step, m] : taken) {
         for (auto& [name, t] : m) {
             local.push_back({step, name, types[name], 0.0});
-            values.push_back(t.to(torch::kFloat64).reshape({1}));
+            if (t.device().is_cpu()) {
+                local.back().value = t.to(torch::kFloat64).item<double>();
+            } else {
+                device_slots.push_back(local.size() - 1);
+                on_device.push_back(t.to(torch::kFloat64).reshape({1}));
+            }
         }
     }
-    if (!values.empty()) {
-        auto all = torch::cat(values).to(torch::kCPU, torch::kFloat64);
+    if (!on_device.empty()) {
+        auto all = torch::cat(on_device).to(torch::kCPU).contiguous();
         const double* p = all.data_ptr<double>();
-        for (std::size_t i = 0; i < local.size(); ++i) local[i].value = p[i];
+        for (std::size_t i = 0; i < device_slots.size(); ++i) local[device_slots[i]].value = p[i];
     }
     bookkeeper_->submit("reduce metrics", [this, local = std::move(local)] {
         auto reduced = metrics::reduce_metrics(local, env_.bookkeeping_group());
