@@ -4,6 +4,8 @@
 #include "cli/cli.h"
 #include "config/io.h"
 
+#include <torch/cuda.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -254,6 +257,11 @@ int cmd_launch(const Args& args) {
             }
             if constexpr (std::is_same_v<std::decay_t<decltype(out)>, std::string>) {
                 out = value;
+            } else if ((name == "--nproc" || name == "--nproc-per-node") && (value == "gpu" || value == "auto")) {
+                // As torchrun: one rank per visible GPU; "auto" falls back to one CPU rank.
+                const int gpus = static_cast<int>(torch::cuda::device_count());
+                if (gpus == 0 && value == "gpu") throw std::invalid_argument(name + " gpu: no CUDA device is visible");
+                out = std::max(1, gpus);
             } else {
                 std::size_t pos = 0;
                 out = std::stoi(value, &pos);

@@ -14,7 +14,8 @@ Commands:
   train [CONFIG] [a.b=value ...]     train (CONFIG is a JSON/YAML file or a preset; default: tiny)
         [--resume-from CKPT]         continue from exactly this checkpoint (newer ones set aside)
         [--control-socket PATH]      connect to a GUI (docs/protocol.md)
-  launch --nproc N [CONFIG] [...]    run N ranks on this node (like torchrun); see docs/multi-node.md
+  launch --nproc N [CONFIG] [...]    run N ranks on this node, like torchrun (N = gpu: one per GPU;
+                                     auto: one per GPU, else one CPU rank); see docs/multi-node.md
   bench [CONFIG] [--steps N]         time N training steps; prints one JSON line
   inspect PATH                       describe a checkpoint, or the checkpoints of a run folder
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2

@@ -223,6 +223,21 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(count_processes("run_name=fault"), 0, 5000);
     }
 
+    // --nproc gpu / auto, as torchrun: one rank per visible GPU; auto falls back to one CPU rank.
+    void nprocGpuAuto() {
+        auto gpu = run_engine({"launch", "--nproc", "gpu", "tiny", "run_name=gpu", "trainer.max_duration=1steps"}, dir_.path());
+        if (gpu.output.contains("no CUDA device is visible")) {
+            QCOMPARE(gpu.exit_code, 2);
+            auto autoRun = run_engine({"launch", "--nproc=auto", "tiny", "run_name=auto", "trainer.max_duration=1steps",
+                                       "launch.num_threads=1"}, dir_.path());
+            QVERIFY2(autoRun.exit_code == 0, qPrintable(autoRun.output));
+            QVERIFY2(autoRun.output.contains("world: 1 rank(s)"), qPrintable(autoRun.output));
+        } else {
+            QVERIFY2(gpu.exit_code == 0, qPrintable(gpu.output));
+            QVERIFY2(gpu.output.contains("device cuda"), qPrintable(gpu.output));
+        }
+    }
+
     void busyPort() {
         QTcpServer busy;
         QVERIFY(busy.listen(QHostAddress::Any));
