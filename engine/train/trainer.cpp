@@ -500,6 +500,7 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
                         [this, dir, async](double seconds) {
                             // Recorded by the training thread at its next step (this may run on the writer thread).
                             if (async) pending_async_duration_ = seconds;
+                            last_checkpoint_write_s_ = seconds;
                             for_each_callback([&](Callback& c) { c.post_checkpoint_saved(dir); });
                         });
     record_metric("checkpoint/save_duration_s",

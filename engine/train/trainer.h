@@ -88,6 +88,9 @@ public:
     // ---- checkpoints ----
     /// Saves save_folder/step{N}; returns the path (async saves complete in the background).
     std::string save_checkpoint(bool ephemeral, bool async);
+    /// Seconds the latest completed save took to write (for an async save, on the writer thread);
+    /// set before post_checkpoint_saved() runs, so callbacks can report it.
+    double last_checkpoint_write_s() const { return last_checkpoint_write_s_; }
     /// Loads `dir` (a checkpoint or a folder of them). Returns false when none was found.
     bool maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
                                std::optional<bool> load_optim_state);
@@ -144,6 +147,7 @@ private:
     std::map<std::string, std::optional<config::ReduceType>> reduce_types_;
     std::mutex metrics_mu_;
     std::atomic<double> pending_async_duration_{-1.0};
+    std::atomic<double> last_checkpoint_write_s_{0.0};
     double pending_load_duration_ = -1.0;
 };
 

@@ -70,6 +70,9 @@ private Q_SLOTS:
         };
         const QStringList before = steps();
 
+        double writeSeconds = -1;
+        connect(w.run(), &lathe::ui::RunController::checkpointSaved, this,
+                [&](const lathe::protocol::CheckpointSaved& c) { writeSeconds = c.duration_s; });
         w.checkpointAction()->trigger();
         QTRY_VERIFY_WITH_TIMEOUT(steps().size() > before.size(), 30000);
         QString made;
@@ -77,6 +80,9 @@ private Q_SLOTS:
             if (!before.contains(s)) made = s;
         }
         QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(runDir + "/" + made + "/.metadata.json"), 30000);
+        // The engine reports how long the write took (not the 0 it once sent).
+        QTRY_VERIFY_WITH_TIMEOUT(writeSeconds > 0, 30000);
+        QVERIFY(writeSeconds < 60);
 
         // The loss in the plot falls.
         const auto* loss = w.store()->series(QStringLiteral("train/CE loss"));

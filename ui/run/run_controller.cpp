@@ -400,10 +400,11 @@ void RunController::handleEvent(proto::Event event) {
         }
         Q_EMIT statusReceived(*s);
     } else if (auto* c = std::get_if<proto::CheckpointSaved>(&event)) {
-        note(QStringLiteral("info"), tr("checkpoint of step %1 saved to %2 in %3 s")
+        note(QStringLiteral("info"), tr("checkpoint of step %1 saved to %2 (written in %3)")
                                          .arg(c->step)
                                          .arg(fromStd(c->path))
-                                         .arg(c->duration_s, 0, 'f', 2));
+                                         .arg(c->duration_s < 1 ? tr("%1 ms").arg(c->duration_s * 1000, 0, 'f', 0)
+                                                                : tr("%1 s").arg(c->duration_s, 0, 'f', 2)));
         if (state_ == State::Checkpointing) setState(State::Running);
         Q_EMIT checkpointSaved(*c);
     } else if (auto* e = std::get_if<proto::ErrorEvent>(&event)) {

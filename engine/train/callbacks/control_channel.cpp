@@ -67,7 +67,7 @@ public:
         protocol::CheckpointSaved c;
         c.path = path;
         if (std::regex_search(path, m, re)) c.step = std::stoll(m[1]);
-        c.duration_s = 0;
+        c.duration_s = trainer().last_checkpoint_write_s();
         client_.send(c);
     }
 
