@@ -104,7 +104,14 @@ Bookkeeper::Bookkeeper(bool async) : async_(async) {
 Bookkeeper::~Bookkeeper() { shutdown(); }
 
 std::shared_future<void> Bookkeeper::submit(std::string name, std::function<void()> op) {
-    std::packaged_task<void()> task([op = std::move(op)] { op(); });
+    std::packaged_task<void()> task([this, op = std::move(op)] {
+        try {
+            op();
+        } catch (...) {
+            failed_ = true;
+            throw;
+        }
+    });
     std::shared_future<void> fut = task.get_future().share();
     if (!async_) {
         task();

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "distributed/env.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -52,6 +53,9 @@ public:
     void join();
     /// Rethrows the first error of a finished operation, if any.
     void check_error();
+    /// Whether an operation has failed so far; safe from any thread, including inside an operation
+    /// (which then sees the failures of every operation submitted before it).
+    bool failed() const { return failed_; }
     /// Stops the thread after draining the queue.
     void shutdown();
     bool async() const { return async_; }
@@ -65,6 +69,7 @@ private:
     std::deque<std::pair<std::string, std::packaged_task<void()>>> queue_;
     std::vector<std::shared_future<void>> pending_;
     std::exception_ptr error_;
+    std::atomic<bool> failed_{false};
     bool stop_ = false;
 };
 

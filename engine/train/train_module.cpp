@@ -33,6 +33,8 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
         return (is_embedding && !o.decay_embeddings) || (is_norm && !o.decay_norms);
     };
     if (const char* nan_step = std::getenv("LATHE_INJECT_NAN_STEP")) inject_nan_step_ = std::atoll(nan_step);
+    // LATHE_INJECT_NAN_LOSS=STEP: the recorded train/CE loss of that step is NaN (gradients stay finite).
+    if (const char* nan_loss = std::getenv("LATHE_INJECT_NAN_LOSS")) inject_nan_loss_step_ = std::atoll(nan_loss);
     // Fault injection for tests: LATHE_INJECT_FAULT=RANK:STEP makes that rank fail at that step.
     if (const char* fault = std::getenv("LATHE_INJECT_FAULT")) {
         std::string f(fault);
@@ -127,6 +129,7 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
         if (out.z_loss.defined()) z_total = z_total.defined() ? z_total + out.z_loss : out.z_loss;
     }
     dp_->finish_backward();
+    if (trainer_->global_step() == inject_nan_loss_step_) ce_total = ce_total * std::numeric_limits<double>::quiet_NaN();
     trainer_->record_metric("train/CE loss", ce_total, ReduceType::mean);
     if (z_total.defined()) trainer_->record_metric("train/Z loss", z_total, ReduceType::mean);
 }

@@ -67,6 +67,7 @@ private:
     bool skip_next_ = false;
     config::StabilityAction non_finite_action_ = config::StabilityAction::skip;
     int64_t inject_nan_step_ = -1;
+    int64_t inject_nan_loss_step_ = -1;  // LATHE_INJECT_NAN_LOSS=STEP
     int64_t inject_fault_step_ = -1;  // LATHE_INJECT_FAULT=RANK:STEP  // fault injection for tests: LATHE_INJECT_NAN_STEP
 };
 

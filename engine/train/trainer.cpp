@@ -141,7 +141,10 @@ int64_t Trainer::max_tokens() const {
 }
 
 bool Trainer::training_complete() {
-    bookkeeper_->check_error();
+    // Distributed, a bookkeeping error (a non-finite loss) reaches every rank at the same step
+    // through the control op instead (sync_control), so no rank runs ahead into a collective the
+    // others will never join.
+    if (!env_.distributed()) bookkeeper_->check_error();
     if (canceled_) return true;
     const auto& t = cfg_.trainer;
     if (t.max_duration.due(global_step_, global_train_tokens_seen_, epoch_)) return true;
@@ -249,6 +252,11 @@ void Trainer::cancel_run(const std::string& reason) {
 }
 
 void Trainer::apply_control(int64_t bits, const std::string& reason) {
+    if (bits & 8) {
+        bookkeeper_->join();
+        bookkeeper_->check_error();  // this rank's own error, when it has one
+        throw Error("stopping at step " + std::to_string(global_step_) + ": the metrics bookkeeping of another rank failed");
+    }
     checkpoint_now_ = (bits & 2) != 0;
     if (bits & 4) no_final_checkpoint_ = true;
     if ((bits & 1) && !canceled_) {
@@ -286,10 +294,14 @@ void Trainer::sync_control() {
     auto result = std::make_shared<std::atomic<int64_t>>(0);
     auto reason_out = std::make_shared<std::string>();
     auto group = &env_.bookkeeping_group();
-    control_future_ = bookkeeper_->submit("control", [group, local, result] {
-        auto t = torch::tensor({local & 1, (local >> 1) & 1, (local >> 2) & 1}, torch::kInt64);
+    auto* bk = bookkeeper_.get();
+    control_future_ = bookkeeper_->submit("control", [group, local, result, bk] {
+        // Bit 8: this rank's bookkeeping has failed (operations run in order, so every failure of
+        // the metrics submitted before this op is known here).
+        auto t = torch::tensor({local & 1, (local >> 1) & 1, (local >> 2) & 1, int64_t{bk->failed() ? 1 : 0}}, torch::kInt64);
         group->all_reduce(t, dist::ReduceOp::max);
-        result->store(t[0].item<int64_t>() | (t[1].item<int64_t>() << 1) | (t[2].item<int64_t>() << 2));
+        result->store(t[0].item<int64_t>() | (t[1].item<int64_t>() << 1) | (t[2].item<int64_t>() << 2) |
+                      (t[3].item<int64_t>() << 3));
     });
     if (!reason.empty()) *control_reason_ = reason;
     control_result_ = result;

@@ -238,6 +238,26 @@ private Q_SLOTS:
         }
     }
 
+    // A non-finite loss (found on the bookkeeping thread) stops every rank at the same step with
+    // the same error, so no rank runs ahead into a collective the others never join (with NCCL
+    // that would hang instead of failing).
+    void nonFiniteLossStopsEveryRankTogether() {
+        auto r = run_engine({"launch", "--nproc", "2", "tiny", "run_name=nanloss", "trainer.max_duration=10steps",
+                             "trainer.metrics_collect_interval=1", "launch.num_threads=1"},
+                            dir_.path(), {{"LATHE_INJECT_NAN_LOSS", "5"}}, 120000);
+        QVERIFY(r.finished);
+        QCOMPARE(r.exit_code, 1);
+        static const QRegularExpression re(R"(\[rank (\d)\] .*training failed at step (\d+): non-finite loss \(nan\) at step 5)");
+        QMap<QString, QString> stepOf;
+        auto it = re.globalMatch(r.output);
+        while (it.hasNext()) {
+            auto m = it.next();
+            stepOf[m.captured(1)] = m.captured(2);
+        }
+        QVERIFY2(stepOf.size() == 2, qPrintable(r.output));
+        QCOMPARE(stepOf["0"], stepOf["1"]);
+    }
+
     void busyPort() {
         QTcpServer busy;
         QVERIFY(busy.listen(QHostAddress::Any));

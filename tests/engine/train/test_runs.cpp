@@ -306,6 +306,21 @@ private Q_SLOTS:
         }
     }
 
+    // A non-finite train/CE loss stops the run with an error naming the step (the gradients are
+    // finite here, so it is the loss check, not the stability monitor, that stops it).
+    void nonFiniteLossStops() {
+        auto r = run_engine(args("nanloss", {"trainer.max_duration=10steps", "trainer.metrics_collect_interval=1"}),
+                            runs(), {{"LATHE_INJECT_NAN_LOSS", "5"}});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.output.contains("non-finite loss (nan) at step 5"), qPrintable(r.output));
+        QFile sf(folder("nanloss") + "/status.json");
+        QVERIFY(sf.open(QIODevice::ReadOnly));
+        QCOMPARE(QJsonDocument::fromJson(sf.readAll()).object().value("state").toString(), QString("failed"));
+        auto m = read_metrics(folder("nanloss") + "/metrics.jsonl");
+        QVERIFY(m.contains(4) && std::isfinite(m[4].value("train/CE loss").toDouble()));
+        QVERIFY(!m.contains(5) || !m[5].contains("train/CE loss"));  // never logged
+    }
+
     void badDataFileIsNamed() {
         QString empty = runs() + "/empty.txt";
         QFile(empty).open(QIODevice::WriteOnly);
