@@ -150,8 +150,7 @@ int cmd_bench(const Args& args) {
     opts.customize = [&](train::Trainer& t) {
         t.add_callback("bench_timer", std::move(timer));
         flops_per_token = static_cast<double>(t.train_module().num_flops_per_token(cfg.dataset.sequence_length));
-        auto dtype = cfg.model.dtype == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32;
-        peak = train::measure_peak_flops(t.env().device(), dtype);
+        peak = train::measure_peak_flops(t.env().device(), train::compute_dtype(cfg));
         tokens_per_step = t.data_loader().global_batch_size();
         world = t.env().world_size();
     };
@@ -173,7 +172,7 @@ int cmd_bench(const Args& args) {
                           {"peak_gflops", peak / 1e9},
                           {"mfu", achieved / peak},
                           {"threads", torch::get_num_threads()},
-                          {"dtype", config::enum_to_string(cfg.model.dtype)},
+                          {"dtype", train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32"},
                           {"callbacks", with_callbacks}};
     if (saves > 0) {
         out["checkpoint_mode"] = timer_async_name(cfg);

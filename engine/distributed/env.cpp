@@ -187,12 +187,21 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
     if (want_cuda) {
 #ifdef LATHE_WITH_CUDA
         int count = static_cast<int>(torch::cuda::device_count());
-        if (w.local_rank >= count) {
+        int index = w.local_rank;
+        // Slurm binding one GPU to each task (--gpus-per-task=1, --gpu-bind) leaves every rank one
+        // visible device, its own: device 0. (Elsewhere one visible GPU for several local ranks
+        // is a mistake, reported below.)
+        const auto visible = env("CUDA_VISIBLE_DEVICES");
+        if (count == 1 && env("SLURM_JOB_ID") && visible && !visible->empty() &&
+            visible->find(',') == std::string::npos) {
+            index = 0;
+        }
+        if (index >= count) {
             throw Error("LOCAL_RANK " + std::to_string(w.local_rank) + " has no GPU (" + std::to_string(count) +
                         " visible)");
         }
-        c10::cuda::set_device(static_cast<c10::DeviceIndex>(w.local_rank));
-        e->device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(w.local_rank));
+        c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+        e->device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 #else
         throw Error("this build of lathe-engine has no CUDA support");
 #endif

@@ -79,13 +79,13 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
 
 FullyShardedDataParallel::FullyShardedDataParallel(model::Transformer& model, const dist::Group& group,
                                                    const config::DataParallelConfig& cfg,
-                                                   const std::function<bool(const std::string&)>& no_decay)
-    : model_(model), group_(group), reduce_dtype_(to_scalar(cfg.reduce_dtype)) {
+                                                   const std::function<bool(const std::string&)>& no_decay,
+                                                   const torch::Device& device)
+    : model_(model), group_(group), reduce_dtype_(to_scalar(cfg.reduce_dtype)), device_(device) {
     if (cfg.param_dtype) param_dtype_ = to_scalar(*cfg.param_dtype);
     const int64_t world = group.size(), rank = group.rank();
-    // Shards, placeholders and optimizer state live where the model was put (the rank's GPU).
-    const auto params = model->parameters();
-    device_ = params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+    // Shards, placeholders and optimizer state live on the rank's device; the full parameters are
+    // read where the model is (the host) and freed unit by unit.
     empty_ = torch::empty({0}, torch::TensorOptions().device(device_));
     torch::NoGradGuard no_grad;
     for (int64_t ui = 0; ui < model->num_units(); ++ui) {
@@ -104,12 +104,13 @@ FullyShardedDataParallel::FullyShardedDataParallel(model::Transformer& model, co
         for (auto& g : u.groups) {
             if (g.total == 0) continue;
             g.padded = (g.total + world - 1) / world * world;
-            auto flat = torch::zeros({g.padded}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+            const auto where = g.members[0]->device();
+            auto flat = torch::zeros({g.padded}, torch::TensorOptions().dtype(torch::kFloat32).device(where));
             for (std::size_t i = 0; i < g.members.size(); ++i) {
                 flat.narrow(0, g.offsets[i], g.numels[i]).copy_(g.members[i]->reshape({-1}).to(torch::kFloat32));
             }
             const int64_t per = g.padded / world;
-            g.shard = flat.narrow(0, rank * per, per).clone().set_requires_grad(true);
+            g.shard = flat.narrow(0, rank * per, per).to(device_, /*non_blocking=*/false, /*copy=*/true).set_requires_grad(true);
             // Free the full parameter: the module keeps an empty placeholder until a unit runs.
             for (auto* m : g.members) m->set_data(empty_);
         }
@@ -193,6 +194,7 @@ std::vector<std::vector<torch::Tensor>> FullyShardedDataParallel::optimizer_grou
 
 std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::full_state(torch::optim::AdamW& optim) {
     std::vector<std::pair<std::string, torch::Tensor>> model_part, optim_part;
+    const bool keep = group_.rank() == 0;
     auto& state = optim.state();
     auto gather_f32 = [&](const torch::Tensor& shard) {
         std::vector<torch::Tensor> parts;
@@ -216,6 +218,13 @@ std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::ful
                 // Keep the collectives in step on every rank even before the first update.
                 gather_f32(torch::zeros_like(g.shard));
                 gather_f32(torch::zeros_like(g.shard));
+            }
+            if (!keep) continue;
+            // To host memory now, so the device holds one unit's full state at a time.
+            full = full.to(torch::kCPU);
+            if (avg.defined()) {
+                avg = avg.to(torch::kCPU);
+                sq = sq.to(torch::kCPU);
             }
             for (std::size_t i = 0; i < g.names.size(); ++i) {
                 model_part.emplace_back("model." + g.names[i], full.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());

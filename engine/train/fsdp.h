@@ -21,8 +21,10 @@ namespace lathe::train {
 class FullyShardedDataParallel : public DataParallel {
 public:
     /// `no_decay(name)` says which parameters go to the optimizer group without weight decay.
+    /// The model's parameters are read where they are (the host, ideally) and only the shards
+    /// are kept, on `device`.
     FullyShardedDataParallel(model::Transformer& model, const dist::Group& group, const config::DataParallelConfig& cfg,
-                             const std::function<bool(const std::string&)>& no_decay);
+                             const std::function<bool(const std::string&)>& no_decay, const torch::Device& device);
     void before_backward(bool) override {}
     void finish_backward() override {}
     std::string describe() const override;
@@ -32,7 +34,9 @@ public:
     /// The shards of optimizer group g (0 = decay, 1 = no decay); empty groups are omitted.
     std::vector<std::vector<torch::Tensor>> optimizer_groups() const;
     /// Full tensors by parameter name, gathered from the shards (model and, with `optim`, AdamW
-    /// state) in the names TransformerTrainModule::state_tensors() uses.
+    /// state) in the names TransformerTrainModule::state_tensors() uses. Every rank takes part; only
+    /// rank 0 gets them, in host memory, one unit at a time (a device never holds the whole model);
+    /// the other ranks get an empty list.
     std::vector<std::pair<std::string, torch::Tensor>> full_state(torch::optim::AdamW& optim);
     void load_full_state(const std::map<std::string, torch::Tensor>& tensors, torch::optim::AdamW* optim);
 

@@ -22,7 +22,10 @@ using config::ReduceType;
 TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& cfg, dist::Environment& env)
     : cfg_(cfg.train_module), full_cfg_(cfg), env_(env) {
     model_ = model::Transformer(cfg.model);
-    model_->to(env.device());
+    const bool fsdp = env.distributed() && cfg_.dp_config.name == config::DataParallelType::fsdp;
+    // FSDP shards the model while it is still on the host and moves only the shards to the device,
+    // so a model that does not fit one GPU can still start.
+    if (!fsdp) model_->to(env.device());
     model_->train();
 
     // Parameter groups: group 0 decays; group 1 (only when something is excluded) does not.
@@ -44,11 +47,13 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
         }
     }
     std::vector<std::vector<torch::Tensor>> groups_params;
-    if (env.distributed() && cfg_.dp_config.name == config::DataParallelType::fsdp) {
-        auto fsdp = std::make_unique<FullyShardedDataParallel>(model_, env.dp_group(), cfg_.dp_config, is_no_decay);
-        fsdp_ = fsdp.get();
-        groups_params = fsdp->optimizer_groups();
-        dp_ = std::move(fsdp);
+    if (fsdp) {
+        auto wrapper = std::make_unique<FullyShardedDataParallel>(model_, env.dp_group(), cfg_.dp_config, is_no_decay,
+                                                                  env.device());
+        model_->to(env.device());  // what is left: buffers and the emptied parameter placeholders
+        fsdp_ = wrapper.get();
+        groups_params = wrapper->optimizer_groups();
+        dp_ = std::move(wrapper);
     } else {
         std::vector<torch::Tensor> decay, no_decay;
         for (auto& p : model_->named_parameters()) (is_no_decay(p.key()) ? no_decay : decay).push_back(p.value());

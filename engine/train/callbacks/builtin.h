@@ -41,6 +41,9 @@ std::unique_ptr<Callback> make_control_channel(const std::string& socket_path);
 /// Peak FLOP/s of one device for `dtype`, measured with a square matrix product (1024 on a CPU,
 /// 8192 on a GPU) for about 0.3 s.
 double measure_peak_flops(const torch::Device& device, torch::ScalarType dtype);
+/// The dtype the model's matrix products run in: autocast's, else FSDP's param_dtype, else the
+/// model's (the peak that MFU is measured against).
+torch::ScalarType compute_dtype(const config::ExperimentConfig& cfg);
 
 /// Simple glob match supporting '*' and '?'.
 bool glob_match(const std::string& pattern, const std::string& text);

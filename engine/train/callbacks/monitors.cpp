@@ -22,6 +22,16 @@ namespace lathe::train {
 using config::ReduceType;
 using Clock = std::chrono::steady_clock;
 
+torch::ScalarType compute_dtype(const config::ExperimentConfig& cfg) {
+    auto scalar = [](config::DType d) { return d == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32; };
+    const auto& tm = cfg.train_module;
+    if (tm.autocast_precision) return scalar(*tm.autocast_precision);
+    if (tm.dp_config.name == config::DataParallelType::fsdp && tm.dp_config.param_dtype && cfg.launch.nproc > 1) {
+        return scalar(*tm.dp_config.param_dtype);
+    }
+    return scalar(cfg.model.dtype);
+}
+
 double measure_peak_flops(const torch::Device& device, torch::ScalarType dtype) {
     torch::NoGradGuard no_grad;
     // Large enough to keep the device busy: 1024 saturates a CPU core's caches, a GPU needs far
@@ -47,6 +57,12 @@ double measure_peak_flops(const torch::Device& device, torch::ScalarType dtype) 
     }
     sync();
     elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    a = torch::Tensor();
+    b = torch::Tensor();
+#ifdef LATHE_WITH_CUDA
+    // Give the matrices' memory back, so they do not count in the gpu_memory/* reserved peak.
+    if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
     return 2.0 * static_cast<double>(n * n * n) * iters / elapsed;
 }
 
@@ -63,7 +79,7 @@ public:
         auto& t = trainer();
         seq_len_ = t.data_loader().dataset().sequence_length();
         flops_per_token_ = static_cast<double>(t.train_module().num_flops_per_token(seq_len_));
-        auto dtype = t.config().model.dtype == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32;
+        const auto dtype = compute_dtype(t.config());
         peak_ = cfg_.device_peak_flops.value_or(0);
         if (peak_ <= 0) {
             peak_ = measure_peak_flops(t.env().device(), dtype);

@@ -431,6 +431,13 @@ private Q_SLOTS:
         QCOMPARE(co.value("checkpoint_mode").toString(), QString("async"));
         QVERIFY(co.value("checkpoint_blocking_s").toDouble() > 0);
         QVERIFY(!co.contains("metric_files"));  // no callbacks, no metric files
+        QCOMPARE(co.value("dtype").toString(), QString("float32"));
+
+        // MFU is measured against the peak of the dtype the products run in: autocast's.
+        auto b = run_engine({"bench", "tiny", "--steps", "2", "--warmup", "1", "launch.num_threads=1",
+                             "train_module.autocast_precision=bfloat16"}, runs());
+        QVERIFY2(b.exit_code == 0, qPrintable(b.output));
+        QCOMPARE(bench_result(b.output).value("dtype").toString(), QString("bfloat16"));
     }
 
     void inspect() {
