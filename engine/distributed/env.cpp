@@ -272,9 +272,20 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
     return e;
 }
 
-void Environment::teardown() {
+void Group::shutdown() const {
+    if (backend_) backend_->shutdown();
+}
+
+void Environment::teardown(bool graceful) {
     if (torn_down_) return;
     torn_down_ = true;
+    if (graceful && device_.is_cuda() && dp_.distributed()) {
+        try {
+            dp_.shutdown();
+        } catch (const std::exception&) {
+            // Releasing it below is all that is left to do.
+        }
+    }
     // Release the groups before the store, so their destructors can still talk to it.
     dp_ = Group();
     cpu_ = Group();
@@ -285,6 +296,6 @@ void Environment::teardown() {
 
 Environment::~Environment() { teardown(); }
 
-void teardown_training_environment(Environment& env) { env.teardown(); }
+void teardown_training_environment(Environment& env) { env.teardown(/*graceful=*/true); }
 
 }  // namespace lathe::dist

@@ -54,6 +54,9 @@ public:
     /// Broadcasts a string from root (two collectives: length, then bytes).
     std::string broadcast_string(const std::string& s, int root = 0) const;
 
+    /// Shuts the backend down (NCCL: flushes and destroys its communicators; a no-op for Gloo).
+    void shutdown() const;
+
 private:
     c10::intrusive_ptr<c10d::Backend> backend_;
     int rank_ = 0;
@@ -88,7 +91,9 @@ public:
     /// Gloo group for CPU tensors on the training thread.
     const Group& cpu_group() const { return cpu_; }
     bool is_torn_down() const { return torn_down_; }
-    void teardown();
+    /// Releases the groups. `graceful` (every rank finished in step) first shuts down an NCCL
+    /// group cleanly, as destroy_process_group() does; otherwise it is only released.
+    void teardown(bool graceful = false);
 
 private:
     friend std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions&);
@@ -100,7 +105,8 @@ private:
 };
 
 std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions& opts);
-/// Destroys the process groups (idempotent). Also done by ~Environment.
+/// Destroys the process groups after a run every rank finished (idempotent). ~Environment only
+/// releases them.
 void teardown_training_environment(Environment& env);
 
 /// Whether this rank should log below warning level under the filter (LOG_FILTER_TYPE env wins).
