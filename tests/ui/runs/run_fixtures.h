@@ -10,9 +10,19 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QString>
+#include <QVector>
 #include <QtTest>
 
 namespace lathe::testing {
+
+inline const QString kLoss = QStringLiteral("train/CE loss");
+
+/// from, from + 1, ..., to (a series' expected steps).
+inline QVector<double> range(int from, int to) {
+    QVector<double> v;
+    for (int i = from; i <= to; ++i) v << i;
+    return v;
+}
 
 inline bool writeFile(const QString& path, const QByteArray& data) {
     QDir().mkpath(QFileInfo(path).absolutePath());

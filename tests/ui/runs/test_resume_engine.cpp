@@ -9,6 +9,7 @@
 #include "checkpoints/resume_plan.h"
 #include "config/io.h"
 #include "engine_runner.h"
+#include "ui/runs/run_fixtures.h"
 #include "plots/metric_store.h"
 #include "run/run_controller.h"
 #include "runs/run_info.h"
@@ -22,11 +23,11 @@
 #include <signal.h>
 
 using namespace lathe::ui;
+using lathe::testing::kLoss;
+using lathe::testing::range;
 using lathe::config::Json;
 
 namespace {
-
-const QString kLoss = QStringLiteral("train/CE loss");
 
 std::vector<std::string> common(const QString& name) {
     return {"run_name=" + name.toStdString(), "launch.num_threads=1",
@@ -40,12 +41,6 @@ Json tinyConfig(const QString& name, const std::vector<std::string>& extra = {})
     auto loaded = lathe::config::load("tiny", overrides);
     if (!loaded.ok()) qFatal("bad test config");
     return lathe::config::to_json(loaded.config);
-}
-
-QVector<double> range(int from, int to) {
-    QVector<double> v;
-    for (int i = from; i <= to; ++i) v << i;
-    return v;
 }
 
 bool waitDone(RunController& run, int ms = 180000) {

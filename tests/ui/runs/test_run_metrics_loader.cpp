@@ -21,14 +21,6 @@ using namespace lathe::testing;
 
 namespace {
 
-const QString kLoss = QStringLiteral("train/CE loss");
-
-QVector<double> range(int from, int to) {
-    QVector<double> v;
-    for (int i = from; i <= to; ++i) v << i;
-    return v;
-}
-
 // Loss of the first attempt at a step: 10 - step/10; of the second (resumed) attempt: 20 - step/10.
 QByteArray lines(int from, int to, double base) {
     QByteArray out;

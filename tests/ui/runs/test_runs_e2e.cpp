@@ -8,6 +8,7 @@
 #include "checkpoints/checkpoints_panel.h"
 #include "config/config_editor.h"
 #include "engine_runner.h"
+#include "ui/runs/run_fixtures.h"
 #include "plots/metric_plot.h"
 #include "plots/metric_store.h"
 #include "plots/plot_panel.h"
@@ -25,16 +26,10 @@
 #include <QtTest>
 
 using namespace lathe::ui;
+using lathe::testing::kLoss;
+using lathe::testing::range;
 
 namespace {
-
-const QString kLoss = QStringLiteral("train/CE loss");
-
-QVector<double> range(int from, int to) {
-    QVector<double> v;
-    for (int i = from; i <= to; ++i) v << i;
-    return v;
-}
 
 QString artifacts() {
     const QString dir = qEnvironmentVariable("LATHE_ARTIFACTS", QDir::tempPath());
