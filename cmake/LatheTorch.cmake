@@ -8,7 +8,7 @@
 # insists on a local CUDA toolkit matching the wheel's, which a CPU-only machine need not have. The
 # wheel carries the CUDA runtime, cuDNN and NCCL (with headers) in its nvidia/* packages and
 # libtorch_cuda.so finds them through its own RPATH, so linking needs nothing more.
-set(LATHE_TORCH_VERSION_PINNED "2.9.1")
+set(LATHE_TORCH_VERSION_PINNED "2.13.0")
 set(LATHE_TORCH_DIR "$ENV{LATHE_LIBTORCH}" CACHE PATH "libtorch folder or Python torch package folder")
 
 function(_lathe_torch_candidates out)
@@ -60,7 +60,16 @@ set(LATHE_TORCH_CUDA ${LATHE_TORCH_CUDA} CACHE INTERNAL "")
 # The LibTorch version as the engine's TORCH_VERSION spells it (torch/version.h), else the
 # wheel's version.py without its local tag (2.9.1+cu128 -> 2.9.1).
 set(_torch_version "unknown")
-file(GLOB _version_h "${_torch_root}/include/torch/csrc/api/include/torch/version.h")
+# (torch/headeronly/version.h since 2.10; torch/csrc/api/include/torch/version.h before.)
+set(_version_h "")
+foreach(_candidate include/torch/headeronly/version.h include/torch/csrc/api/include/torch/version.h)
+  if(NOT _version_h AND EXISTS "${_torch_root}/${_candidate}")
+    file(STRINGS "${_torch_root}/${_candidate}" _vlines REGEX "#define TORCH_VERSION_(MAJOR|MINOR|PATCH) ")
+    if(_vlines)
+      set(_version_h "${_torch_root}/${_candidate}")
+    endif()
+  endif()
+endforeach()
 if(_version_h)
   file(STRINGS "${_version_h}" _vlines REGEX "#define TORCH_VERSION_(MAJOR|MINOR|PATCH) ")
   if(_vlines MATCHES "MAJOR ([0-9]+).*MINOR ([0-9]+).*PATCH ([0-9]+)")

@@ -14,7 +14,7 @@
 # ~/.cache/lathe (LATHE_CACHE overrides), which also caches ccache's objects.
 set -euo pipefail
 
-TORCH_VERSION=2.9.1
+TORCH_VERSION=2.13.0
 MODE=${1:-build}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${LATHE_CACHE:-$HOME/.cache/lathe}
@@ -30,7 +30,7 @@ case "$MODE" in build|run|test|package|deps) ;; *) die "unknown mode '$MODE' (us
 PKGS=(build-essential cmake ninja-build ccache git pkg-config python3 python3-venv
       qt6-base-dev qt6-base-dev-tools libqcustomplot-dev libgl-dev
       libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev libgloo-dev
-      xvfb xauth desktop-file-utils appstream dpkg-dev file)
+      xvfb xauth desktop-file-utils appstream dpkg-dev file clang-format)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -60,12 +60,19 @@ else
     touch "$VENV/.complete"
   fi
 fi
-# Test-only Python tools (an independent JSON Schema validator, TensorBoard's event reader).
-if [ "$MODE" = test ] && [ -x "$VENV/bin/pip" ] && [ ! -f "$VENV/.test-tools" ]; then
-  say "installing test tools (jsonschema, tensorboard) into $VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check jsonschema tensorboard \
-    || die "pip could not install jsonschema and tensorboard (needed by the tests)"
-  touch "$VENV/.test-tools"
+# Test-only Python tools, in the same environment as LibTorch's torch (tests labelled peer and
+# remote use them): an independent JSON Schema validator, TensorBoard's event reader, numpy, the
+# reference trainer OLMo-core (which accepts this torch), Hugging Face transformers, safetensors,
+# tokenizers and sentencepiece, and moto's S3 server. The marker names the list, so a new list
+# installs again.
+TEST_TOOLS=(jsonschema tensorboard numpy "ai2-olmo-core==3.0.0" transformers safetensors tokenizers
+            sentencepiece "moto[server]")
+TEST_TOOLS_MARK="$VENV/.test-tools-$(printf '%s ' "${TEST_TOOLS[@]}" | cksum | cut -d' ' -f1)"
+if [ "$MODE" = test ] && [ -x "$VENV/bin/pip" ] && [ ! -f "$TEST_TOOLS_MARK" ]; then
+  say "installing test tools (${TEST_TOOLS[*]}) into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "${TEST_TOOLS[@]}" "torch==$TORCH_VERSION" \
+    || die "pip could not install the test tools (${TEST_TOOLS[*]})"
+  touch "$TEST_TOOLS_MARK"
 fi
 [ "$MODE" = deps ] && exit 0
 
