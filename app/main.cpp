@@ -2,10 +2,10 @@
 // `lathe --smoke-test` (for installation checks) shows the window, runs the engine it would use
 // with --version, prints both and exits.
 #include "build_info.h"
-#include "config/config_editor.h"
-#include "config/io.h"
-#include "main_window.h"
-#include "run/run_controller.h"
+#include "engine/config/io.h"
+#include "ui/config/config_editor.h"
+#include "ui/control/run_controller.h"
+#include "ui/main_window.h"
 
 #include <QApplication>
 #include <QMessageBox>
@@ -27,8 +27,8 @@ int smokeTest(const QWidget& window) {
     const QString engine = lathe::ui::RunController::findEngine();
     QProcess process;
     process.start(engine, {QStringLiteral("--version")});
-    const bool ok = process.waitForFinished(60000) && process.exitStatus() == QProcess::NormalExit &&
-                    process.exitCode() == 0;
+    const bool ok = process.waitForFinished(60000) &&
+                    process.exitStatus() == QProcess::NormalExit && process.exitCode() == 0;
     std::printf("lathe --smoke-test: window shown (%s); engine %s: %s\n",
                 qPrintable(QApplication::platformName()), qPrintable(engine),
                 ok ? process.readAllStandardOutput().trimmed().constData() : "FAILED");
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     QApplication::setApplicationName(QStringLiteral("Lathe"));
     QApplication::setOrganizationName(QStringLiteral("Lathe"));
     QApplication::setApplicationVersion(QString::fromLatin1(lathe::config::version()));
-    QApplication::setDesktopFileName(QStringLiteral("io.github.lathe.Lathe"));  // resources/*.desktop
+    QApplication::setDesktopFileName(
+        QStringLiteral("io.github.lathe.Lathe"));  // resources/*.desktop
 
     lathe::ui::MainWindow window;
     QStringList args = QApplication::arguments();

@@ -13,7 +13,9 @@
 
 namespace lathe::testing {
 
-inline QString engine_path() { return qEnvironmentVariable("LATHE_BIN_DIR") + "/lathe-engine"; }
+inline QString engine_path() {
+    return qEnvironmentVariable("LATHE_BIN_DIR") + "/lathe-engine";
+}
 
 struct EngineRun {
     int exit_code = -1;
@@ -62,7 +64,8 @@ inline QMap<qint64, QJsonObject> read_metrics(const QString& path, bool* duplica
 inline QMap<qint64, double> losses(const QMap<qint64, QJsonObject>& m) {
     QMap<qint64, double> out;
     for (auto it = m.begin(); it != m.end(); ++it) {
-        if (it.value().contains("train/CE loss")) out[it.key()] = it.value().value("train/CE loss").toDouble();
+        if (it.value().contains("train/CE loss"))
+            out[it.key()] = it.value().value("train/CE loss").toDouble();
     }
     return out;
 }

@@ -1,29 +1,30 @@
-#include "main_window.h"
+#include "ui/main_window.h"
 
-#include "checkpoints/checkpoints_model.h"
-#include "checkpoints/checkpoints_panel.h"
-#include "config/config_editor.h"
-#include "logs/log_model.h"
-#include "logs/log_view.h"
-#include "plots/metric_store.h"
-#include "plots/plot_panel.h"
-#include "runs/compare_view.h"
-#include "runs/config_diff.h"
-#include "runs/run_logs.h"
-#include "runs/run_metrics_loader.h"
-#include "runs/run_session.h"
-#include "runs/runs_model.h"
-#include "runs/runs_panel.h"
+#include "ui/checkpoints/checkpoints_model.h"
+#include "ui/checkpoints/checkpoints_panel.h"
+#include "ui/config/config_editor.h"
+#include "ui/control/run_session.h"
+#include "ui/logs/log_model.h"
+#include "ui/logs/log_view.h"
+#include "ui/plots/metric_store.h"
+#include "ui/plots/plot_panel.h"
+#include "ui/runs/compare_view.h"
+#include "ui/runs/config_diff.h"
+#include "ui/runs/run_logs.h"
+#include "ui/runs/run_metrics_loader.h"
+#include "ui/runs/runs_model.h"
+#include "ui/runs/runs_panel.h"
+
+#include "engine/run_folder/layout.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
-#include <QDir>
 #include <QDialog>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QVBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
@@ -36,6 +37,7 @@
 #include <QStyle>
 #include <QToolBar>
 #include <QUndoStack>
+#include <QVBoxLayout>
 
 #include <cmath>
 
@@ -63,8 +65,9 @@ QString stateStyle(RunController::State s) {
             color = QStringLiteral("#c62828");
             break;
     }
-    return QStringLiteral("QLabel { color: white; background: %1; border-radius: 4px; "
-                          "padding: 2px 8px; font-weight: bold; }")
+    return QStringLiteral(
+               "QLabel { color: white; background: %1; border-radius: 4px; "
+               "padding: 2px 8px; font-weight: bold; }")
         .arg(color);
 }
 
@@ -116,10 +119,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                                          10000);
             });
     connect(run_, &RunController::helloReceived, this, [this](const lathe::protocol::Hello& h) {
-        statusBar()->showMessage(tr("Engine connected: %1 rank(s) on %2 · run folder %3")
-                                     .arg(h.world_size)
-                                     .arg(QString::fromStdString(h.device),
-                                          QString::fromStdString(h.run_dir)));
+        statusBar()->showMessage(
+            tr("Engine connected: %1 rank(s) on %2 · run folder %3")
+                .arg(h.world_size)
+                .arg(QString::fromStdString(h.device), QString::fromStdString(h.run_dir)));
     });
     connect(run_, &RunController::stopTimedOut, this, [this] {
         kill_->setEnabled(true);
@@ -172,7 +175,8 @@ void MainWindow::buildRunsDocks() {
             [this](const QString& checkpoint, ResumePlan::Mode mode) {
                 resumeFromCheckpoint(checkpoint, mode);
             });
-    connect(checkpointsPanel_, &CheckpointsPanel::editResumeRequested, this, &MainWindow::editResume);
+    connect(checkpointsPanel_, &CheckpointsPanel::editResumeRequested, this,
+            &MainWindow::editResume);
     ResumeBar* bar = checkpointsPanel_->resumeBar();
     connect(editor_, &ConfigEditor::documentChanged, bar, [this, bar] {
         if (bar->hasPlan()) bar->setEditedConfig(editor_->resolvedJson());
@@ -181,7 +185,8 @@ void MainWindow::buildRunsDocks() {
             [this, bar](ResumePlan::Mode mode, const QString& name, int ranks) {
                 if (!bar->hasPlan()) return;
                 if (!editor_->isValid()) {
-                    showProblem(tr("The config has problems"), tr("Fix the config's problems first."));
+                    showProblem(tr("The config has problems"),
+                                tr("Fix the config's problems first."));
                     return;
                 }
                 if (resumeFromCheckpoint(bar->plan().checkpointDir(), mode, name,
@@ -221,7 +226,7 @@ void MainWindow::showProblem(const QString& title, const QString& text) {
 
 void MainWindow::beginRunUi() {
     progress_->setRange(0, 0);
-    progress_->setFormat(tr("starting…"));
+    setProgressText(tr("starting…"));
     speed_->clear();
 }
 
@@ -233,7 +238,7 @@ bool MainWindow::openRun(const QString& runDir) {
         return false;
     }
     lathe::config::Json config;
-    if (readJsonFile(runDir + QStringLiteral("/config.json"), config) && config.is_object()) {
+    if (readJsonFile(runFile(runDir, run_folder::kConfigFile), config) && config.is_object()) {
         // Where it lives is the engine's business: a new name then starts a new folder.
         if (config.contains("trainer") && config["trainer"].is_object())
             config["trainer"]["save_folder"] = "";
@@ -258,9 +263,9 @@ bool MainWindow::resumeFromCheckpoint(const QString& checkpoint, ResumePlan::Mod
     const auto plan = resumePlanFor(checkpoint);
     if (!plan) return false;
     QString error;
-    const QString name = newRunName.isEmpty()
-                             ? ResumePlan::suggestNewRunName(plan->runsRoot(), plan->runName(), plan->step())
-                             : newRunName;
+    const QString name = newRunName.isEmpty() ? ResumePlan::suggestNewRunName(
+                                                    plan->runsRoot(), plan->runName(), plan->step())
+                                              : newRunName;
     const auto launch = plan->prepareLaunch(config ? *config : plan->baseConfig(), mode, name,
                                             ranks > 0 ? ranks : plan->worldSize(), &error);
     if (!launch) {
@@ -270,17 +275,18 @@ bool MainWindow::resumeFromCheckpoint(const QString& checkpoint, ResumePlan::Mod
     beginRunUi();
     if (!session_->resume(*plan, *launch, &error)) {
         progress_->setRange(0, 1);
-        progress_->setFormat(tr("no run"));
+        setProgressText(tr("no run"));
         showProblem(tr("Cannot resume"), error);
         return false;
     }
     checkpointsModel_->setRunDir(launch->runDir);
-    statusBar()->showMessage(mode == ResumePlan::Mode::SameRun
-                                 ? tr("Resuming %1 from step %2").arg(plan->runName()).arg(plan->step())
-                                 : tr("Starting %1 from %2 step %3")
-                                       .arg(QFileInfo(launch->runDir).fileName(), plan->runName())
-                                       .arg(plan->step()),
-                             10000);
+    statusBar()->showMessage(
+        mode == ResumePlan::Mode::SameRun
+            ? tr("Resuming %1 from step %2").arg(plan->runName()).arg(plan->step())
+            : tr("Starting %1 from %2 step %3")
+                  .arg(QFileInfo(launch->runDir).fileName(), plan->runName())
+                  .arg(plan->step()),
+        10000);
     return true;
 }
 
@@ -329,7 +335,8 @@ void MainWindow::buildActions() {
     start_->setToolTip(tr("Start training with this config (Ctrl+R)"));
     connect(start_, &QAction::triggered, this, &MainWindow::startRun);
 
-    checkpoint_ = new QAction(style()->standardIcon(QStyle::SP_DriveHDIcon), tr("&Checkpoint now"), this);
+    checkpoint_ =
+        new QAction(style()->standardIcon(QStyle::SP_DriveHDIcon), tr("&Checkpoint now"), this);
     checkpoint_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
     checkpoint_->setToolTip(tr("Save a checkpoint at the next step (Ctrl+K)"));
     connect(checkpoint_, &QAction::triggered, run_, [this] { run_->requestCheckpoint(); });
@@ -377,17 +384,26 @@ void MainWindow::buildToolbar() {
     bar->addWidget(state_);
     progress_ = new QProgressBar(bar);
     progress_->setObjectName(QStringLiteral("runProgress"));
-    progress_->setMinimumWidth(220);
-    progress_->setMaximumWidth(360);
+    progress_->setMinimumWidth(120);
+    progress_->setMaximumWidth(240);
     progress_->setRange(0, 1);
     progress_->setValue(0);
-    progress_->setFormat(tr("no run"));
-    progress_->setTextVisible(true);
+    // The text goes beside the bar: drawn on it, part of it sits on the fill and part on the
+    // groove, and in many styles one of the two hides it.
+    progress_->setTextVisible(false);
+    progress_->setMaximumHeight(progress_->fontMetrics().height());
+    progressText_ = new QLabel(bar);
+    progressText_->setObjectName(QStringLiteral("runProgressText"));
+    progressText_->setMinimumWidth(progressText_->fontMetrics().horizontalAdvance(
+        QStringLiteral("  step 999999 / 999999 (100%)  ")));
     bar->addWidget(new QLabel(QStringLiteral("  "), bar));
     bar->addWidget(progress_);
+    bar->addWidget(progressText_);
+    setProgressText(tr("no run"));
     speed_ = new QLabel(bar);
     speed_->setObjectName(QStringLiteral("runSpeed"));
-    speed_->setMinimumWidth(speed_->fontMetrics().horizontalAdvance(QStringLiteral("  99.9k tokens/s · ETA 99h 59m  ")));
+    speed_->setMinimumWidth(speed_->fontMetrics().horizontalAdvance(
+        QStringLiteral("  99.9k tokens/s · ETA 99h 59m  ")));
     bar->addWidget(speed_);
 }
 
@@ -397,7 +413,8 @@ void MainWindow::buildMenus() {
     open->setShortcut(QKeySequence::Open);
     auto* save = file->addAction(tr("&Save config"), editor_, &ConfigEditor::saveInteractive);
     save->setShortcut(QKeySequence::Save);
-    auto* saveAs = file->addAction(tr("Save config &as…"), editor_, &ConfigEditor::saveAsInteractive);
+    auto* saveAs =
+        file->addAction(tr("Save config &as…"), editor_, &ConfigEditor::saveAsInteractive);
     saveAs->setShortcut(QKeySequence::SaveAs);
     file->addSeparator();
     file->addAction(tr("Export plots as &PNG…"), plots_, &PlotPanel::exportPngInteractive);
@@ -438,7 +455,8 @@ void MainWindow::buildMenus() {
             tr("<b>Lathe %1</b> (git %2)<br>A desktop workbench for training language models.<br>"
                "Engine: %3<br>Free software under the GNU GPL, version 3 or later.")
                 .arg(QString::fromLatin1(lathe::config::version()),
-                     QString::fromLatin1(lathe::config::git_revision()), RunController::findEngine()));
+                     QString::fromLatin1(lathe::config::git_revision()),
+                     RunController::findEngine()));
     });
 }
 
@@ -451,7 +469,9 @@ int MainWindow::cudaDeviceCount() {
 QString MainWindow::formatDuration(double s) {
     if (!std::isfinite(s) || s < 0) return QStringLiteral("–");
     const qint64 t = std::llround(s);
-    if (t >= 3600) return QStringLiteral("%1h %2m").arg(t / 3600).arg((t % 3600) / 60, 2, 10, QLatin1Char('0'));
+    if (t >= 3600)
+        return QStringLiteral("%1h %2m").arg(t / 3600).arg((t % 3600) / 60, 2, 10,
+                                                           QLatin1Char('0'));
     if (t >= 60) return QStringLiteral("%1m %2s").arg(t / 60).arg(t % 60, 2, 10, QLatin1Char('0'));
     return QStringLiteral("%1s").arg(t);
 }
@@ -461,8 +481,9 @@ bool MainWindow::startRun() {
     if (!editor_->isValid()) {
         QStringList lines;
         for (const auto& i : editor_->issues()) lines << QString::fromStdString(i.to_string());
-        QMessageBox::warning(this, tr("The config has problems"),
-                             tr("Fix these before starting:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
+        QMessageBox::warning(
+            this, tr("The config has problems"),
+            tr("Fix these before starting:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
         return false;
     }
     RunOptions options;
@@ -473,7 +494,7 @@ bool MainWindow::startRun() {
     QString error;
     if (!session_->startNew(editor_->resolvedJson(), options, &error)) {
         progress_->setRange(0, 1);
-        progress_->setFormat(tr("no run"));
+        setProgressText(tr("no run"));
         QMessageBox::critical(this, tr("Cannot start"), error);
         return false;
     }
@@ -510,15 +531,29 @@ void MainWindow::onStateChanged(RunController::State s) {
     }
 }
 
+QString MainWindow::progressText() const {
+    return progressText_->text().trimmed();
+}
+
+void MainWindow::setProgressText(const QString& text) {
+    progressText_->setText(QStringLiteral("  ") + text);
+    progress_->setToolTip(text);
+}
+
 void MainWindow::onStatus(const lathe::protocol::Status& st) {
     if (st.total_steps && *st.total_steps > 0) {
         const int total = static_cast<int>(std::min<int64_t>(*st.total_steps, INT32_MAX));
         progress_->setRange(0, total);
         progress_->setValue(static_cast<int>(std::min<int64_t>(st.step, total)));
-        progress_->setFormat(tr("step %1 / %2 (%p%)").arg(st.step).arg(*st.total_steps));
+        const double pct =
+            100.0 * static_cast<double>(st.step) / static_cast<double>(*st.total_steps);
+        setProgressText(tr("step %1 / %2 (%3%)")
+                            .arg(st.step)
+                            .arg(*st.total_steps)
+                            .arg(static_cast<int>(std::min(100.0, pct))));
     } else {
         progress_->setRange(0, 0);
-        progress_->setFormat(tr("step %1").arg(st.step));
+        setProgressText(tr("step %1").arg(st.step));
     }
     speed_->setText(tr("  %1 tokens/s · ETA %2")
                         .arg(formatRate(st.tokens_per_s),
@@ -529,8 +564,8 @@ void MainWindow::onFinished(int exitCode, const QString& summary, const QStringL
     const bool ok = run_->state() == RunController::State::Finished;
     if (progress_->maximum() == 0) progress_->setRange(0, 1);
     if (ok && progress_->maximum() > 0) progress_->setValue(progress_->value());
-    progress_->setFormat(ok ? tr("%1 · %2").arg(summary, progress_->format())
-                            : tr("failed: %1").arg(summary));
+    setProgressText(ok ? tr("%1 · %2").arg(summary, progressText())
+                       : tr("failed: %1").arg(summary));
     statusBar()->showMessage(tr("Engine %1 (exit code %2)").arg(summary).arg(exitCode));
     if (closeAfterRun_) {
         close();
@@ -566,10 +601,11 @@ void MainWindow::closeEvent(QCloseEvent* event) {
         return;
     }
     QMessageBox box(QMessageBox::Question, tr("A run is in progress"),
-                    tr("Training is still running. Stop it before quitting?"), QMessageBox::NoButton,
-                    this);
-    box.setInformativeText(tr("Stop finishes the step and saves a final checkpoint; Kill ends "
-                              "every engine process at once."));
+                    tr("Training is still running. Stop it before quitting?"),
+                    QMessageBox::NoButton, this);
+    box.setInformativeText(
+        tr("Stop finishes the step and saves a final checkpoint; Kill ends "
+           "every engine process at once."));
     auto* stopButton = box.addButton(tr("Stop and quit"), QMessageBox::AcceptRole);
     auto* killButton = box.addButton(tr("Kill and quit"), QMessageBox::DestructiveRole);
     box.addButton(QMessageBox::Cancel);

@@ -7,8 +7,8 @@
 // process behind. Layout is kept in QSettings between sessions.
 #pragma once
 
-#include "checkpoints/resume_plan.h"
-#include "run/run_controller.h"
+#include "ui/checkpoints/resume_plan.h"
+#include "ui/control/run_controller.h"
 
 #include <QMainWindow>
 
@@ -53,6 +53,8 @@ public:
     QSpinBox* ranksBox() const { return ranks_; }
     QLabel* stateLabel() const { return state_; }
     QProgressBar* progressBar() const { return progress_; }
+    /// The progress text beside the bar ("step 30 / 60 (50%)").
+    QString progressText() const;
     QLabel* speedLabel() const { return speed_; }
     RunSession* session() const { return session_; }
     RunsModel* runsModel() const { return runsModel_; }
@@ -95,6 +97,7 @@ private:
     void buildMenus();
     void onStateChanged(RunController::State state);
     void onStatus(const lathe::protocol::Status& status);
+    void setProgressText(const QString& text);
     void onFinished(int exitCode, const QString& summary, const QStringList& lastLines);
     void updateTitle();
     void saveLayout();
@@ -127,6 +130,7 @@ private:
     QLineEdit* devices_ = nullptr;
     QLabel* state_ = nullptr;
     QProgressBar* progress_ = nullptr;
+    QLabel* progressText_ = nullptr;
     QLabel* speed_ = nullptr;
     bool closeAfterRun_ = false;
 };

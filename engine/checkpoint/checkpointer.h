@@ -10,11 +10,12 @@
 // background thread; an error there surfaces at the next check with the file named.
 #pragma once
 
-#include "checkpoint/storage.h"
-#include "distributed/env.h"
+#include "engine/checkpoint/stateful.h"
+#include "engine/checkpoint/storage.h"
+#include "engine/distributed/env.h"
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <functional>
@@ -22,10 +23,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-
-namespace lathe::train {
-class TransformerTrainModule;
-}
 
 namespace lathe::checkpoint {
 
@@ -38,24 +35,26 @@ struct CheckpointInfo {
 
 class Checkpointer {
 public:
-    Checkpointer(dist::Environment& env, bool save_overwrite, std::unique_ptr<Storage> storage = nullptr);
+    Checkpointer(dist::Environment& env, bool save_overwrite,
+                 std::unique_ptr<Storage> storage = nullptr);
     ~Checkpointer();
 
-    /// Saves to `dir`. With async, returns once the state is copied; `on_done(seconds)` runs on the
-    /// background thread after the checkpoint is complete.
-    void save(const std::string& dir, train::TransformerTrainModule& tm, const nlohmann::json& trainer_state,
-              bool ephemeral, bool async, const std::vector<std::pair<std::string, std::string>>& extra_files = {},
-              std::function<void(double)> on_done = {});
+    /// Saves `state` (its tensors and its JSON state) to `dir`. With async, returns once the state
+    /// is copied; `on_done(seconds)` runs on the background thread after the checkpoint is
+    /// complete.
+    void save(const std::string& dir, Stateful& state, bool ephemeral, bool async,
+              const std::vector<std::pair<std::string, std::string>>& extra_files = {},
+              const std::function<void(double)>& on_done = {});
     /// Waits for an async save; rethrows its error.
     void wait();
     /// Rethrows the error of a finished async save; true when none is pending.
     bool poll();
     bool pending() const { return writer_.joinable(); }
 
-    /// Loads `dir`. Returns the trainer state (null when not loaded). Reads every file before
-    /// changing anything, so a failed load leaves the model as it was.
-    nlohmann::json load(const std::string& dir, train::TransformerTrainModule& tm, bool load_trainer_state,
-                        bool load_optim_state);
+    /// Loads `dir` into `state`: its tensors, and its JSON state when `load_trainer_state`. Reads
+    /// every file before changing anything, so a failed read leaves `state` as it was.
+    void load(const std::string& dir, Stateful& state, bool load_trainer_state,
+              bool load_optim_state);
 
     static bool dir_is_checkpoint(const std::string& dir);
     /// Every step{N} folder of `dir`, complete or not (and step{N}-tmp leftovers), by step.

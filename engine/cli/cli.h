@@ -23,14 +23,14 @@ int cmd_bench(const Args& args);
 int cmd_inspect(const Args& args);
 int cmd_launch(const Args& args);
 
-
 }  // namespace lathe::cli
 
-#include "config/config.h"
+#include "engine/config/config.h"
 
 namespace lathe::cli {
 /// `train` with launch.nproc > 1: runs the launcher with the same arguments.
-int launch_from_train(const config::ExperimentConfig& cfg, const Args& args, const std::string& command = "train");
+int launch_from_train(const config::ExperimentConfig& cfg, const Args& args,
+                      const std::string& command = "train");
 
 /// Splits "CONFIG a.b=c --x.y=z --flag value" into the config spec (first non-override argument)
 /// and overrides; options listed in `value_options` consume the next argument and are returned in

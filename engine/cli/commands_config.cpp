@@ -1,6 +1,6 @@
 // schema, validate, config, presets: the torch-free subcommands.
-#include "cli/cli.h"
-#include "config/io.h"
+#include "engine/cli/cli.h"
+#include "engine/config/io.h"
 
 #include <iostream>
 

@@ -1,19 +1,19 @@
 // train, bench, inspect.
-#include "checkpoint/checkpointer.h"
-#include "cli/cli.h"
-#include "cli/run.h"
-#include "config/io.h"
-#include "train/callbacks/builtin.h"
-#include "train/trainer.h"
-#include "util/error.h"
+#include "engine/checkpoint/checkpointer.h"
+#include "engine/cli/cli.h"
+#include "engine/cli/run.h"
+#include "engine/config/io.h"
+#include "engine/train/callbacks/builtin.h"
+#include "engine/train/trainer.h"
+#include "engine/util/error.h"
 
+#include <unistd.h>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <limits>
 #include <optional>
-#include <unistd.h>
 
 namespace lathe::cli {
 
@@ -48,13 +48,15 @@ int cmd_train(const Args& args) {
     opts.resume_from = p.option("--resume-from");
     opts.control_socket = p.option("--control-socket");
     opts.runs_dir = p.option("--runs-dir");
-    const bool is_worker = std::getenv("RANK") || std::getenv("WORLD_SIZE") || std::getenv("SLURM_PROCID");
+    const bool is_worker =
+        std::getenv("RANK") || std::getenv("WORLD_SIZE") || std::getenv("SLURM_PROCID");
     if (cfg.launch.nproc > 1 && !is_worker) return launch_from_train(cfg, args);
     return run_worker(cfg, opts);
 }
 
 int cmd_bench(const Args& args) {
-    auto p = parse_args(args, {"--steps", "--warmup", "--nproc", "--checkpoint-every"}, {"--callbacks"});
+    auto p =
+        parse_args(args, {"--steps", "--warmup", "--nproc", "--checkpoint-every"}, {"--callbacks"});
     config::ExperimentConfig cfg;
     if (!load_config(p, "bench", cfg)) return kExitUsage;
     int64_t steps = 0, warmup = 0, nproc = 0, ckpt_every = 0;
@@ -64,7 +66,8 @@ int cmd_bench(const Args& args) {
         nproc = std::stoll(p.option("--nproc", std::to_string(cfg.launch.nproc)));
         ckpt_every = std::stoll(p.option("--checkpoint-every", "0"));
     } catch (const std::exception&) {
-        std::cerr << "lathe-engine bench: --steps, --warmup, --nproc and --checkpoint-every take integers\n";
+        std::cerr << "lathe-engine bench: --steps, --warmup, --nproc and --checkpoint-every take "
+                     "integers\n";
         return kExitUsage;
     }
     if (steps < 1 || warmup < 1 || nproc < 1 || ckpt_every < 0) {
@@ -129,7 +132,8 @@ int cmd_bench(const Args& args) {
         }
         void post_train() override { trainer().checkpointer().wait(); }
         void close() override {
-            if (auto* saver = trainer().callback("metric_saver")) *sink_stats = train::metric_saver_stats(saver);
+            if (auto* saver = trainer().callback("metric_saver"))
+                *sink_stats = train::metric_saver_stats(saver);
         }
         std::optional<train::MetricSaverStats>* sink_stats = nullptr;
     };
@@ -149,7 +153,8 @@ int cmd_bench(const Args& args) {
     opts.bench = !with_callbacks;
     opts.customize = [&](train::Trainer& t) {
         t.add_callback("bench_timer", std::move(timer));
-        flops_per_token = static_cast<double>(t.train_module().num_flops_per_token(cfg.dataset.sequence_length));
+        flops_per_token =
+            static_cast<double>(t.train_module().num_flops_per_token(cfg.dataset.sequence_length));
         peak = train::measure_peak_flops(t.env().device(), train::compute_dtype(cfg));
         tokens_per_step = t.data_loader().global_batch_size();
         world = t.env().world_size();
@@ -160,20 +165,21 @@ int cmd_bench(const Args& args) {
     if (rc != kExitOk) return rc;
     if (std::getenv("RANK") && std::string(std::getenv("RANK")) != "0") return kExitOk;
     double secs = std::chrono::duration<double>(t1 - t0).count();
-    double tps = static_cast<double>(steps * tokens_per_step) / secs;  // all ranks together
+    double tps = static_cast<double>(steps * tokens_per_step) / secs;      // all ranks together
     double achieved = tps / static_cast<double>(world) * flops_per_token;  // per device
-    nlohmann::json out = {{"config", cfg.run_name},
-                          {"steps", steps},
-                          {"world_size", world},
-                          {"step_time_s", secs / static_cast<double>(steps)},
-                          {"tokens_per_s", tps},
-                          {"flops_per_token", flops_per_token},
-                          {"achieved_gflops", achieved / 1e9},
-                          {"peak_gflops", peak / 1e9},
-                          {"mfu", achieved / peak},
-                          {"threads", torch::get_num_threads()},
-                          {"dtype", train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32"},
-                          {"callbacks", with_callbacks}};
+    nlohmann::json out = {
+        {"config", cfg.run_name},
+        {"steps", steps},
+        {"world_size", world},
+        {"step_time_s", secs / static_cast<double>(steps)},
+        {"tokens_per_s", tps},
+        {"flops_per_token", flops_per_token},
+        {"achieved_gflops", achieved / 1e9},
+        {"peak_gflops", peak / 1e9},
+        {"mfu", achieved / peak},
+        {"threads", torch::get_num_threads()},
+        {"dtype", train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32"},
+        {"callbacks", with_callbacks}};
     if (saves > 0) {
         out["checkpoint_mode"] = timer_async_name(cfg);
         out["checkpoints"] = saves;
@@ -185,10 +191,11 @@ int cmd_bench(const Args& args) {
         // when every core is busy training; with a spare core it costs the step nothing.
         const double per_step = (sink_stats->writer_cpu_s + sink_stats->submit_cpu_s) /
                                 static_cast<double>(sink_stats->records);
-        out["metric_files"] = {{"records", sink_stats->records},
-                               {"cpu_ms_per_step", 1e3 * per_step},
-                               {"cpu_share", per_step / (secs / static_cast<double>(steps) *
-                                                         static_cast<double>(torch::get_num_threads()))}};
+        out["metric_files"] = {
+            {"records", sink_stats->records},
+            {"cpu_ms_per_step", 1e3 * per_step},
+            {"cpu_share", per_step / (secs / static_cast<double>(steps) *
+                                      static_cast<double>(torch::get_num_threads()))}};
     }
     std::cout << out.dump() << std::endl;
     return kExitOk;
@@ -206,7 +213,8 @@ int cmd_inspect(const Args& args) {
         return kExitUsage;
     }
     nlohmann::json out;
-    if (std::filesystem::exists(path + "/train", ec) || std::filesystem::exists(path + "/.metadata.json", ec)) {
+    if (std::filesystem::exists(path + "/train", ec) ||
+        std::filesystem::exists(path + "/.metadata.json", ec)) {
         out = checkpoint::inspect_checkpoint(path);
     } else {
         out["run_folder"] = path;

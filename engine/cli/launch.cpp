@@ -1,8 +1,9 @@
 // The local launcher, like torchrun: spawns one `lathe-engine train` worker per rank with
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, prefixes their
 // output with the rank, forwards SIGINT/SIGTERM, and when one rank fails terminates the others.
-#include "cli/cli.h"
-#include "config/io.h"
+#include "engine/cli/cli.h"
+#include "engine/config/io.h"
+#include "engine/util/stop_signals.h"
 
 #include <torch/cuda.h>
 
@@ -21,6 +22,7 @@
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,9 @@ namespace lathe::cli {
 namespace {
 
 volatile sig_atomic_t g_forward_signal = 0;
-extern "C" void launcher_on_signal(int sig) { g_forward_signal = sig; }
+extern "C" void launcher_on_signal(int sig) {
+    g_forward_signal = sig;
+}
 
 struct Child {
     int rank = 0;
@@ -72,7 +76,9 @@ bool port_in_use(int port) {
 
 std::string describe_status(int status) {
     if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    if (WIFSIGNALED(status))
+        return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+               strsignal(WTERMSIG(status)) + ")";
     return "status " + std::to_string(status);
 }
 
@@ -97,145 +103,169 @@ struct LaunchOptions {
     std::string command = "train";         // the subcommand each worker runs
 };
 
-int run_launcher(const LaunchOptions& o) {
-    const int world = o.nproc * o.nnodes;
-    int port = o.master_port;
-    if (port == 0) {
+// The master port: --master-port, else a free one. nullopt (with the message printed) when the
+// given port is taken or a multi-node job has none.
+std::optional<int> choose_master_port(const LaunchOptions& o) {
+    if (o.master_port == 0) {
         if (o.nnodes > 1) {
             std::cerr << "lathe-engine launch: --master-port is required with --nnodes > 1\n";
-            return kExitUsage;
+            return std::nullopt;
         }
-        port = free_port();
-    } else if (o.node_rank == 0 && port_in_use(port)) {
-        std::cerr << "lathe-engine launch: master port " << port << " is already in use; choose another --master-port "
-                  << "or leave it out to pick a free one\n";
-        return kExitFailure;
+        return free_port();
     }
+    if (o.node_rank == 0 && port_in_use(o.master_port)) {
+        std::cerr << "lathe-engine launch: master port " << o.master_port
+                  << " is already in use; choose another --master-port "
+                  << "or leave it out to pick a free one\n";
+        return std::nullopt;
+    }
+    return o.master_port;
+}
+
+// Forks and execs local rank `local` of this node with torchrun's variables; its stdout and
+// stderr come back through a pipe. nullopt when the pipe cannot be made.
+std::optional<Child> spawn_rank(const LaunchOptions& o, const std::string& self, int local,
+                                int port) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+        std::perror("pipe");
+        return std::nullopt;
+    }
+    const int rank = o.node_rank * o.nproc + local;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
+        ::dup2(fds[1], STDOUT_FILENO);
+        ::dup2(fds[1], STDERR_FILENO);
+        ::setenv("RANK", std::to_string(rank).c_str(), 1);
+        ::setenv("WORLD_SIZE", std::to_string(o.nproc * o.nnodes).c_str(), 1);
+        ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+        ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+        ::setenv("NUM_NODES", std::to_string(o.nnodes).c_str(), 1);
+        ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+        ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+        ::setenv("LATHE_LAUNCHED", "1", 1);
+        std::vector<std::string> argv_s = {self, o.command};
+        argv_s.insert(argv_s.end(), o.worker_args.begin(), o.worker_args.end());
+        argv_s.push_back("launch.nproc=" + std::to_string(o.nproc));
+        std::vector<char*> argv;
+        argv.reserve(argv_s.size() + 1);
+        for (auto& a : argv_s) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        ::execv(self.c_str(), argv.data());
+        std::perror("execv");
+        ::_exit(127);
+    }
+    ::close(fds[1]);
+    return Child{rank, pid, fds[0], "", false, 0};
+}
+
+// Waits up to 200 ms for output of any rank and prints it line by line, prefixed by the rank.
+void pump_output(std::vector<Child>& children) {
+    std::vector<pollfd> pfds;
+    std::vector<Child*> owners;
+    for (auto& c : children) {
+        if (c.fd >= 0) {
+            pfds.push_back({c.fd, POLLIN, 0});
+            owners.push_back(&c);
+        }
+    }
+    if (pfds.empty()) {
+        ::usleep(100000);
+        return;
+    }
+    ::poll(pfds.data(), pfds.size(), 200);
+    for (std::size_t i = 0; i < pfds.size(); ++i) {
+        if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char buf[65536];
+        const ssize_t n = ::read(pfds[i].fd, buf, sizeof buf);
+        if (n > 0) {
+            emit_lines(*owners[i], buf, n, false);
+        } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+            emit_lines(*owners[i], "", 0, true);
+            ::close(owners[i]->fd);
+            owners[i]->fd = -1;
+        }
+    }
+}
+
+void signal_all(std::vector<Child>& children, int sig) {
+    for (auto& c : children)
+        if (!c.exited) ::kill(c.pid, sig);
+}
+
+// The first rank that failed; the others get SIGTERM at once and SIGKILL 10 s later.
+struct JobFailure {
+    int rank = -1;
+    int status = 0;
+    std::chrono::steady_clock::time_point kill_at = std::chrono::steady_clock::time_point::max();
+    bool killed = false;
+};
+
+// Collects the ranks that exited; on the first failure starts stopping the rest.
+void reap_ranks(std::vector<Child>& children, JobFailure& failure) {
+    for (auto& c : children) {
+        if (c.exited) continue;
+        int st = 0;
+        if (::waitpid(c.pid, &st, WNOHANG) != c.pid) continue;
+        c.exited = true;
+        c.status = st;
+        const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        if (ok || failure.rank >= 0) continue;
+        failure.rank = c.rank;
+        failure.status = st;
+        std::cerr << "lathe-engine launch: rank " << c.rank << " failed (" << describe_status(st)
+                  << "); terminating the other ranks\n";
+        signal_all(children, SIGTERM);
+        failure.kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    }
+    if (!failure.killed && std::chrono::steady_clock::now() > failure.kill_at) {
+        signal_all(children, SIGKILL);
+        failure.killed = true;
+    }
+}
+
+int run_launcher(const LaunchOptions& o) {
+    const auto port = choose_master_port(o);
+    if (!port) return o.master_port == 0 ? kExitUsage : kExitFailure;
     char self[4096];
-    ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) {
         std::cerr << "lathe-engine launch: cannot find its own executable\n";
         return kExitFailure;
     }
     self[len] = '\0';
 
-    struct sigaction sa {};
-    sa.sa_handler = launcher_on_signal;
-    sigemptyset(&sa.sa_mask);
-    struct sigaction old_int {}, old_term {};
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-
-    std::vector<Child> children(static_cast<std::size_t>(o.nproc));
+    StopSignalHandler forward(launcher_on_signal);  // SIGINT/SIGTERM go on to the ranks
+    std::vector<Child> children;
     for (int local = 0; local < o.nproc; ++local) {
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) {
-            std::perror("pipe");
+        auto child = spawn_rank(o, self, local, *port);
+        if (!child) {
+            signal_all(children, SIGKILL);
             return kExitFailure;
         }
-        const int rank = o.node_rank * o.nproc + local;
-        pid_t pid = ::fork();
-        if (pid == 0) {
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
-            ::dup2(fds[1], STDOUT_FILENO);
-            ::dup2(fds[1], STDERR_FILENO);
-            ::setenv("RANK", std::to_string(rank).c_str(), 1);
-            ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-            ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-            ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
-            ::setenv("NUM_NODES", std::to_string(o.nnodes).c_str(), 1);
-            ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-            ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-            ::setenv("LATHE_LAUNCHED", "1", 1);
-            std::vector<std::string> argv_s = {self, o.command};
-            argv_s.insert(argv_s.end(), o.worker_args.begin(), o.worker_args.end());
-            argv_s.push_back("launch.nproc=" + std::to_string(o.nproc));
-            std::vector<char*> argv;
-            for (auto& a : argv_s) argv.push_back(a.data());
-            argv.push_back(nullptr);
-            ::execv(self, argv.data());
-            std::perror("execv");
-            ::_exit(127);
-        }
-        ::close(fds[1]);
-        children[static_cast<std::size_t>(local)] = Child{rank, pid, fds[0], "", false, 0};
+        children.push_back(std::move(*child));
     }
-
-    int failed_rank = -1;
-    int failed_status = 0;
-    auto deadline = std::chrono::steady_clock::time_point::max();
-    bool killed = false;
-    auto alive = [&] {
-        for (auto& c : children) {
-            if (!c.exited || c.fd >= 0) return true;
-        }
-        return false;
+    JobFailure failure;
+    auto running = [&] {
+        return std::any_of(children.begin(), children.end(),
+                           [](const Child& c) { return !c.exited || c.fd >= 0; });
     };
-    while (alive()) {
+    while (running()) {
         if (g_forward_signal) {
-            int sig = g_forward_signal;
+            const int sig = g_forward_signal;
             g_forward_signal = 0;
-            for (auto& c : children) {
-                if (!c.exited) ::kill(c.pid, sig);
-            }
+            signal_all(children, sig);
         }
-        std::vector<pollfd> pfds;
-        std::vector<Child*> owners;
-        for (auto& c : children) {
-            if (c.fd >= 0) {
-                pfds.push_back({c.fd, POLLIN, 0});
-                owners.push_back(&c);
-            }
-        }
-        if (!pfds.empty()) ::poll(pfds.data(), pfds.size(), 200);
-        else ::usleep(100000);
-        for (std::size_t i = 0; i < pfds.size(); ++i) {
-            if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            char buf[65536];
-            ssize_t n = ::read(pfds[i].fd, buf, sizeof buf);
-            if (n > 0) {
-                emit_lines(*owners[i], buf, n, false);
-            } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-                emit_lines(*owners[i], "", 0, true);
-                ::close(owners[i]->fd);
-                owners[i]->fd = -1;
-            }
-        }
-        for (auto& c : children) {
-            if (c.exited) continue;
-            int st = 0;
-            pid_t r = ::waitpid(c.pid, &st, WNOHANG);
-            if (r != c.pid) continue;
-            c.exited = true;
-            c.status = st;
-            bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-            if (!ok && failed_rank < 0) {
-                failed_rank = c.rank;
-                failed_status = st;
-                std::cerr << "lathe-engine launch: rank " << c.rank << " failed (" << describe_status(st)
-                          << "); terminating the other ranks\n";
-                for (auto& other : children) {
-                    if (!other.exited) ::kill(other.pid, SIGTERM);
-                }
-                deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-            }
-        }
-        if (!killed && std::chrono::steady_clock::now() > deadline) {
-            for (auto& c : children) {
-                if (!c.exited) ::kill(c.pid, SIGKILL);
-            }
-            killed = true;
-        }
+        pump_output(children);
+        reap_ranks(children, failure);
     }
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-    if (failed_rank >= 0) {
-        std::cerr << "lathe-engine launch: job failed: rank " << failed_rank << " " << describe_status(failed_status)
-                  << "\n";
-        if (WIFEXITED(failed_status) && WEXITSTATUS(failed_status) == kExitInterrupted) return kExitInterrupted;
-        return kExitFailure;
-    }
-    return kExitOk;
+    if (failure.rank < 0) return kExitOk;
+    std::cerr << "lathe-engine launch: job failed: rank " << failure.rank << " "
+              << describe_status(failure.status) << "\n";
+    if (WIFEXITED(failure.status) && WEXITSTATUS(failure.status) == kExitInterrupted)
+        return kExitInterrupted;
+    return kExitFailure;
 }
 
 }  // namespace
@@ -245,7 +275,7 @@ int cmd_launch(const Args& args) {
     std::vector<std::string> rest;
     for (std::size_t i = 0; i < args.size(); ++i) {
         auto take = [&](const std::string& name, auto& out) -> bool {
-            std::string a = args[i];
+            const std::string& a = args[i];
             std::string value;
             if (a == name) {
                 if (i + 1 >= args.size()) throw std::invalid_argument(name + " needs a value");
@@ -257,10 +287,13 @@ int cmd_launch(const Args& args) {
             }
             if constexpr (std::is_same_v<std::decay_t<decltype(out)>, std::string>) {
                 out = value;
-            } else if ((name == "--nproc" || name == "--nproc-per-node") && (value == "gpu" || value == "auto")) {
+            } else if ((name == "--nproc" || name == "--nproc-per-node") &&
+                       (value == "gpu" || value == "auto")) {
                 // As torchrun: one rank per visible GPU; "auto" falls back to one CPU rank.
-                const int gpus = static_cast<int>(torch::cuda::device_count());
-                if (gpus == 0 && value == "gpu") throw std::invalid_argument(name + " gpu: no CUDA device is visible");
+                const int gpus =
+                    static_cast<int>(static_cast<unsigned char>(torch::cuda::device_count()));
+                if (gpus == 0 && value == "gpu")
+                    throw std::invalid_argument(name + " gpu: no CUDA device is visible");
                 out = std::max(1, gpus);
             } else {
                 std::size_t pos = 0;
@@ -270,9 +303,9 @@ int cmd_launch(const Args& args) {
             return true;
         };
         try {
-            if (take("--nproc", o.nproc) || take("--nproc-per-node", o.nproc) || take("--nnodes", o.nnodes) ||
-                take("--node-rank", o.node_rank) || take("--master-addr", o.master_addr) ||
-                take("--master-port", o.master_port)) {
+            if (take("--nproc", o.nproc) || take("--nproc-per-node", o.nproc) ||
+                take("--nnodes", o.nnodes) || take("--node-rank", o.node_rank) ||
+                take("--master-addr", o.master_addr) || take("--master-port", o.master_port)) {
                 continue;
             }
         } catch (const std::exception& e) {
@@ -299,7 +332,8 @@ int cmd_launch(const Args& args) {
     return run_launcher(o);
 }
 
-int launch_from_train(const config::ExperimentConfig& cfg, const Args& args, const std::string& command) {
+int launch_from_train(const config::ExperimentConfig& cfg, const Args& args,
+                      const std::string& command) {
     LaunchOptions o;
     o.nproc = static_cast<int>(cfg.launch.nproc);
     o.worker_args = args;

@@ -1,6 +1,6 @@
 // lathe-engine: the headless engine. See `lathe-engine help`.
-#include "cli/cli.h"
-#include "util/torch_info.h"
+#include "engine/cli/cli.h"
+#include "engine/util/torch_info.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -42,14 +42,9 @@ int main(int argc, char** argv) {
         return kExitOk;
     }
     const std::map<std::string, int (*)(const Args&)> commands = {
-        {"schema", cmd_schema},
-        {"validate", cmd_validate},
-        {"config", cmd_config},
-        {"presets", cmd_presets},
-        {"train", cmd_train},
-        {"bench", cmd_bench},
-        {"inspect", cmd_inspect},
-        {"launch", cmd_launch},
+        {"schema", cmd_schema},   {"validate", cmd_validate}, {"config", cmd_config},
+        {"presets", cmd_presets}, {"train", cmd_train},       {"bench", cmd_bench},
+        {"inspect", cmd_inspect}, {"launch", cmd_launch},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

@@ -1,10 +1,7 @@
 // Running a training job in this process (a worker rank): shared by `train`, `worker` and `bench`.
 #pragma once
 
-#include "config/config.h"
-
-#include <nlohmann/json.hpp>
-#include <vector>
+#include "engine/config/config.h"
 
 #include <functional>
 #include <string>
@@ -21,26 +18,14 @@ struct RunOptions {
     /// Continue from exactly this checkpoint: newer checkpoints of the run are set aside as
     /// abandoned (step{N}.abandoned) and the resume is noted in the run's history.jsonl.
     std::string resume_from;
-    bool bench = false;          ///< no files, no callbacks: measure only
+    bool bench = false;  ///< no files, no callbacks: measure only
     /// Called after the trainer is assembled, before fit() (bench adds its callback here).
     std::function<void(train::Trainer&)> customize;
 };
 
-/// The runs folder: --runs-dir, else $LATHE_RUNS_DIR, else $XDG_DATA_HOME/lathe/runs, else
-/// ~/.local/share/lathe/runs.
-std::string default_runs_dir();
-/// trainer.save_folder, or <runs dir>/<run_name> when it is empty.
+/// trainer.save_folder, or <runs dir>/<run_name> when it is empty (the runs dir: `runs_dir`, else
+/// run_folder::default_runs_root()).
 std::string resolve_save_folder(const config::ExperimentConfig& cfg, const std::string& runs_dir);
-
-/// Differences between two resolved configs as (path, old, new); unsafe ones (model shape,
-/// sequence length) are returned in `unsafe`.
-struct ConfigChange {
-    std::string path;
-    std::string before;
-    std::string after;
-};
-std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& before, const nlohmann::ordered_json& after,
-                                         std::vector<ConfigChange>* unsafe);
 
 /// Trains in this process as one rank of the job. Returns an exit code (see cli.h).
 int run_worker(config::ExperimentConfig cfg, const RunOptions& opts);

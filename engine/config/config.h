@@ -4,7 +4,7 @@
 // fields once in visit(); see reflect.h. JSON keys are the C++ field names.
 #pragma once
 
-#include "reflect.h"
+#include "engine/config/reflect.h"
 
 #include <map>
 #include <string>
@@ -135,7 +135,7 @@ struct DatasetConfig {
     int64_t sequence_length = 64;
     int64_t builtin_tokens = 2000000;
     int64_t builtin_seed = 1234;
-    double validation_fraction = 0.02;
+    double validation_fraction = 0.0;
 
     template <class V>
     void visit(V& v) {
@@ -153,11 +153,13 @@ struct DatasetConfig {
         v.field("builtin_seed", builtin_seed,
                 {"Seed that generates the built-in corpus.", Bounds::at_least(0)});
         v.field("validation_fraction", validation_fraction,
-                {"Share of instances held out for evaluation (lm_evaluator).",
+                {"Share of instances held out for evaluation (lm_evaluator); 0 trains on all.",
                  Bounds::between(0.0, 0.5)});
     }
 };
 
+/// How instances are batched and ordered (OLMo-core's NumpyDataLoaderConfig): the global batch in
+/// tokens, the per-epoch shuffle and its seed, and how far ahead batches are prepared.
 struct DataLoaderConfig {
     int64_t global_batch_size = 2048;
     int64_t seed = 0;
@@ -179,6 +181,7 @@ struct DataLoaderConfig {
     }
 };
 
+/// The optimizer: AdamW with OLMo-core's defaults (torch.optim.AdamW semantics).
 struct AdamWConfig {
     double lr = 1e-3;
     double beta1 = 0.9;
@@ -201,6 +204,7 @@ struct AdamWConfig {
     }
 };
 
+/// The learning-rate schedule over the run (OLMo-core's Scheduler classes).
 struct SchedulerConfig {
     SchedulerName name = SchedulerName::cos_with_warmup;
     SchedulerUnits units = SchedulerUnits::steps;
@@ -224,6 +228,7 @@ struct SchedulerConfig {
     }
 };
 
+/// How the model is replicated or sharded over the ranks: DDP, or FSDP with its parameter dtype.
 struct DataParallelConfig {
     DataParallelType name = DataParallelType::ddp;
     std::optional<DType> param_dtype;
@@ -243,6 +248,8 @@ struct DataParallelConfig {
     }
 };
 
+/// OLMo-core's TransformerTrainModuleConfig: micro-batching, the optimizer and schedule, gradient
+/// clipping, z-loss, autocast and data parallelism.
 struct TrainModuleConfig {
     int64_t rank_microbatch_size = 1024;
     int64_t max_sequence_length = 64;
@@ -277,6 +284,7 @@ struct TrainModuleConfig {
 
 // ---- callbacks -------------------------------------------------------------------------------
 
+/// console_logger: the progress line on stdout and which metrics it shows.
 struct ConsoleLoggerConfig {
     bool enabled = true;
     int64_t log_interval = 1;
@@ -297,6 +305,8 @@ struct ConsoleLoggerConfig {
     }
 };
 
+/// checkpointer: when checkpoints are saved (permanent, ephemeral, fixed steps), asynchronously or
+/// not, and how many are kept.
 struct CheckpointerConfig {
     bool enabled = true;
     std::optional<int64_t> save_interval = 250;
@@ -327,6 +337,7 @@ struct CheckpointerConfig {
     }
 };
 
+/// speed_monitor: throughput and MFU; the device peak can be given instead of measured.
 struct SpeedMonitorConfig {
     bool enabled = true;
     std::optional<double> device_peak_flops;
@@ -339,6 +350,7 @@ struct SpeedMonitorConfig {
     }
 };
 
+/// memory_monitor: resident memory on the CPU, the CUDA allocator's figures on a GPU.
 struct MemoryMonitorConfig {
     bool enabled = true;
     template <class V>
@@ -348,6 +360,7 @@ struct MemoryMonitorConfig {
     }
 };
 
+/// config_saver: the resolved config written into every checkpoint.
 struct ConfigSaverConfig {
     bool enabled = true;
     std::string fname = "config.json";
@@ -358,6 +371,7 @@ struct ConfigSaverConfig {
     }
 };
 
+/// metric_saver: the run folder's metric files (metrics.jsonl, metrics.csv, TensorBoard events).
 struct MetricSaverConfig {
     bool enabled = true;
     bool jsonl = true;
@@ -372,6 +386,7 @@ struct MetricSaverConfig {
     }
 };
 
+/// lm_evaluator: the loss on held-out data, how often and on how many batches.
 struct LMEvaluatorConfig {
     bool enabled = false;
     std::string name = "validation";
@@ -392,6 +407,7 @@ struct LMEvaluatorConfig {
     }
 };
 
+/// profiler: which window of steps is traced (skip, wait, warmup, active).
 struct ProfilerConfig {
     bool enabled = false;
     int64_t skip_first = 0;
@@ -410,6 +426,8 @@ struct ProfilerConfig {
     }
 };
 
+/// stability_monitor: spike detection on loss and gradient norm, and the action on a non-finite
+/// gradient.
 struct StabilityMonitorConfig {
     bool enabled = true;
     int64_t window_size = 128;
@@ -516,6 +534,8 @@ struct TrainerConfig {
     }
 };
 
+/// How the job runs on this machine: ranks, backend, device, threads and which ranks log. Not part
+/// of the run itself (a resume may change it).
 struct LaunchConfig {
     int64_t nproc = 1;
     std::string backend = "cpu:gloo,cuda:nccl";
@@ -530,13 +550,15 @@ struct LaunchConfig {
         v.field("backend", backend, {"c10d backends per device type.", {}});
         v.field("device", device, {"auto picks CUDA when available, else CPU.", {}});
         v.field("num_threads", num_threads,
-                {"CPU threads per rank; null means the cores (less $LATHE_RESERVE_CORES, which the workbench "
+                {"CPU threads per rank; null means the cores (less $LATHE_RESERVE_CORES, which the "
+                 "workbench "
                  "sets to 1) divided by the local ranks.",
                  Bounds::at_least(1)});
         v.field("log_filter_type", log_filter_type, {"Which ranks log below warning level.", {}});
     }
 };
 
+/// The whole config of a run, as `lathe-engine train` takes it and config.json records it.
 struct ExperimentConfig {
     std::string run_name = "tiny";
     int64_t seed = 0;

@@ -1,5 +1,5 @@
 // Checks that involve more than one field. Each issue names the field a user should change.
-#include "io.h"
+#include "engine/config/io.h"
 
 #include <filesystem>
 #include <fstream>
@@ -39,6 +39,13 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
         m.vocab_size > 65536) {
         add("dataset.token_dtype",
             "uint16 tokens cannot address a vocabulary of " + std::to_string(m.vocab_size));
+    }
+
+    const auto& eval = c.trainer.callbacks.lm_evaluator;
+    if (eval.enabled && !c.trainer.no_evals && c.dataset.validation_fraction <= 0) {
+        add("trainer.callbacks.lm_evaluator.enabled",
+            "the evaluator needs held-out data: set dataset.validation_fraction (for example "
+            "0.02), or disable the evaluator");
     }
 
     if (seq > tm.max_sequence_length) {

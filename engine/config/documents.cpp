@@ -1,5 +1,5 @@
 // JSON/YAML documents: parsing with positions, writing, and command-line overrides.
-#include "io.h"
+#include "engine/config/io.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -148,6 +148,30 @@ std::string dump_document(const Json& doc, Format format) {
     return std::string(e.c_str()) + "\n";
 }
 
+namespace {
+
+// Whether the config field at dotted `key` is a list of strings (dataset.paths ...), from the
+// schema: an override gives such a field one string as users type it, "dataset.paths=/a/file".
+bool is_string_list_field(const std::string& key) {
+    static const Json schema = json_schema();
+    const Json* node = &schema;
+    std::size_t start = 0;
+    while (true) {
+        const auto dot = key.find('.', start);
+        const std::string part = key.substr(start, dot == std::string::npos ? dot : dot - start);
+        if (!node->contains("properties") || !(*node)["properties"].contains(part)) return false;
+        node = &(*node)["properties"][part];
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+    }
+    const auto type = node->value("type", Json());
+    const bool array =
+        type == "array" || (type.is_array() && type.size() > 0 && type[0] == "array");
+    return array && node->contains("items") && (*node)["items"].value("type", Json()) == "string";
+}
+
+}  // namespace
+
 std::vector<Issue> apply_overrides(Json& doc, const std::vector<std::string>& overrides) {
     std::vector<Issue> issues;
     if (!doc.is_object()) doc = Json::object();
@@ -207,7 +231,9 @@ std::vector<Issue> apply_overrides(Json& doc, const std::vector<std::string>& ov
             if (last) break;
             start = dot + 1;
         }
-        if (ok) *node = value;
+        if (!ok) continue;
+        if (value.is_string() && is_string_list_field(key)) value = Json::array({value});
+        *node = value;
     }
     return issues;
 }

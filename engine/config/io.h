@@ -1,7 +1,7 @@
 // Reading, writing, checking and overriding ExperimentConfig documents (JSON and YAML).
 #pragma once
 
-#include "config.h"
+#include "engine/config/config.h"
 
 #include <nlohmann/json.hpp>
 

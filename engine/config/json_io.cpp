@@ -1,6 +1,6 @@
 // JSON <-> ExperimentConfig through the field visitors, with every problem collected as an Issue.
-#include "io.h"
-#include "write_json.h"
+#include "engine/config/io.h"
+#include "engine/config/write_json.h"
 
 #include <cmath>
 #include <cstdio>

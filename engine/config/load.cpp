@@ -1,4 +1,4 @@
-#include "io.h"
+#include "engine/config/io.h"
 #include "presets_data.h"
 
 #include <cerrno>

@@ -1,7 +1,7 @@
 // Internal: writes any config field value as JSON (shared by to_json and the schema's defaults).
 #pragma once
 
-#include "io.h"
+#include "engine/config/io.h"
 
 namespace lathe::config::detail {
 

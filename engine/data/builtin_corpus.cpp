@@ -1,6 +1,6 @@
-#include "data/builtin_corpus.h"
+#include "engine/data/builtin_corpus.h"
 
-#include "data/rng.h"
+#include "engine/data/rng.h"
 
 #include <algorithm>
 #include <array>
@@ -18,7 +18,8 @@ constexpr int kSuccessors = 6;
 int sample(SplitMix64& rng, const std::vector<double>& cum) {
     double r = rng.uniform() * cum.back();
     auto it = std::upper_bound(cum.begin(), cum.end(), r);
-    return static_cast<int>(std::min<std::ptrdiff_t>(it - cum.begin(), static_cast<std::ptrdiff_t>(cum.size()) - 1));
+    return static_cast<int>(
+        std::min<std::ptrdiff_t>(it - cum.begin(), static_cast<std::ptrdiff_t>(cum.size()) - 1));
 }
 
 std::vector<double> zipf_cum(int n, double s) {
@@ -43,7 +44,8 @@ std::vector<uint8_t> generate_builtin_corpus(int64_t num_tokens, uint64_t seed) 
     while (static_cast<int>(lexicon.size()) < kWords) {
         int len = 2 + static_cast<int>(rng.below(7));
         std::string w;
-        for (int i = 0; i < len; ++i) w += letters[static_cast<std::size_t>(sample(rng, letter_cum))];
+        for (int i = 0; i < len; ++i)
+            w += letters[static_cast<std::size_t>(sample(rng, letter_cum))];
         lexicon.push_back(w);
     }
     // Each word's successors: a few favourites drawn from the Zipfian word distribution.
@@ -68,8 +70,8 @@ std::vector<uint8_t> generate_builtin_corpus(int64_t num_tokens, uint64_t seed) 
         int n_words = 4 + static_cast<int>(rng.below(10));
         for (int i = 0; i < n_words; ++i) {
             // Mostly follow the chain; sometimes jump, so every word stays reachable.
-            word = rng.uniform() < 0.9 ? successors[static_cast<std::size_t>(word)][static_cast<std::size_t>(
-                                             sample(rng, succ_cum))]
+            word = rng.uniform() < 0.9 ? successors[static_cast<std::size_t>(word)]
+                                                   [static_cast<std::size_t>(sample(rng, succ_cum))]
                                        : sample(rng, word_cum);
             std::string w = lexicon[static_cast<std::size_t>(word)];
             if (i == 0) w[0] = static_cast<char>(w[0] - 'a' + 'A');

@@ -1,15 +1,18 @@
-#include "data/data_loader.h"
+#include "engine/data/data_loader.h"
 
-#include "data/rng.h"
-#include "util/error.h"
+#include "engine/data/numpy_rng.h"
+#include "engine/util/error.h"
 
 #include <numeric>
 
 namespace lathe::data {
 
-DataLoader::DataLoader(std::shared_ptr<TokenDataset> dataset, const config::DataLoaderConfig& cfg, int dp_rank,
-                       int dp_world)
-    : dataset_(std::move(dataset)), cfg_(cfg), dp_rank_(dp_rank), dp_world_(dp_world),
+DataLoader::DataLoader(std::shared_ptr<TokenDataset> dataset, const config::DataLoaderConfig& cfg,
+                       int dp_rank, int dp_world)
+    : dataset_(std::move(dataset)),
+      cfg_(cfg),
+      dp_rank_(dp_rank),
+      dp_world_(dp_world),
       global_batch_size_(cfg.global_batch_size) {
     const int64_t seq = dataset_->sequence_length();
     if (global_batch_size_ % seq != 0) {
@@ -18,24 +21,30 @@ DataLoader::DataLoader(std::shared_ptr<TokenDataset> dataset, const config::Data
     }
     if (instances_per_batch() % dp_world_ != 0) {
         throw Error("data_loader.global_batch_size: " + std::to_string(instances_per_batch()) +
-                    " instances per batch cannot be split over " + std::to_string(dp_world_) + " ranks");
+                    " instances per batch cannot be split over " + std::to_string(dp_world_) +
+                    " ranks");
     }
     if (total_batches() < 1) {
-        throw Error("dataset (" + dataset_->description() + ") has " + std::to_string(dataset_->num_instances()) +
-                    " instances, fewer than one global batch of " + std::to_string(instances_per_batch()));
+        throw Error("dataset (" + dataset_->description() + ") has " +
+                    std::to_string(dataset_->num_instances()) +
+                    " instances, fewer than one global batch of " +
+                    std::to_string(instances_per_batch()));
     }
 }
 
-DataLoader::~DataLoader() { stop_prefetch(); }
+DataLoader::~DataLoader() {
+    stop_prefetch();
+}
 
 std::vector<uint32_t> DataLoader::epoch_order(int64_t epoch) const {
-    std::vector<uint32_t> order(static_cast<std::size_t>(dataset_->num_instances()));
-    std::iota(order.begin(), order.end(), 0u);
+    const auto n = static_cast<std::size_t>(dataset_->num_instances());
     if (cfg_.shuffle) {
-        // Fisher-Yates with a portable RNG seeded by (seed, epoch).
-        SplitMix64 rng(static_cast<uint64_t>(cfg_.seed) * 1000003ull + static_cast<uint64_t>(epoch));
-        for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+        // OLMo-core's order (NumpyFSLDataLoader._build_global_indices): numpy's
+        // Generator(PCG64(seed + epoch)).shuffle(arange(n, dtype=uint32)), bit for bit.
+        return numpy_permutation_u32(static_cast<uint64_t>(cfg_.seed + epoch), n);
     }
+    std::vector<uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
     return order;
 }
 
@@ -66,7 +75,8 @@ void DataLoader::start_prefetch() {
     stop_ = false;
     ready_.clear();
     worker_error_ = nullptr;
-    if (cfg_.prefetch_batches > 0) worker_ = std::thread([this, from = batches_processed_] { prefetch_loop(from); });
+    if (cfg_.prefetch_batches > 0)
+        worker_ = std::thread([this, from = batches_processed_] { prefetch_loop(from); });
 }
 
 void DataLoader::stop_prefetch() {
@@ -84,7 +94,9 @@ void DataLoader::prefetch_loop(int64_t from) {
         for (int64_t b = from; b < total_batches(); ++b) {
             Batch batch = make_batch(b);
             std::unique_lock<std::mutex> lock(mu_);
-            cv_.wait(lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < cfg_.prefetch_batches; });
+            cv_.wait(lock, [&] {
+                return stop_ || static_cast<int64_t>(ready_.size()) < cfg_.prefetch_batches;
+            });
             if (stop_) return;
             ready_.emplace_back(b, std::move(batch));
             cv_.notify_all();
@@ -106,7 +118,8 @@ std::optional<Batch> DataLoader::next() {
         auto [b, ready] = std::move(ready_.front());
         ready_.pop_front();
         cv_.notify_all();
-        if (b != batches_processed_) throw Error("data loader prefetch out of order (internal error)");
+        if (b != batches_processed_)
+            throw Error("data loader prefetch out of order (internal error)");
         batch = std::move(ready);
     } else {
         batch = make_batch(batches_processed_);
@@ -137,8 +150,9 @@ void DataLoader::load_state_dict(const nlohmann::json& s) {
     try {
         std::string fp = s.at("dataset_fingerprint").get<std::string>();
         if (fp != dataset_->fingerprint() && !cfg_.ignore_fingerprint_mismatch) {
-            throw Error("the dataset differs from the checkpoint's (fingerprint " + dataset_->fingerprint() + " vs " +
-                        fp + "); set data_loader.ignore_fingerprint_mismatch=true to resume anyway");
+            throw Error("the dataset differs from the checkpoint's (fingerprint " +
+                        dataset_->fingerprint() + " vs " + fp +
+                        "); set data_loader.ignore_fingerprint_mismatch=true to resume anyway");
         }
         stop_prefetch();
         cfg_.seed = s.at("seed").get<int64_t>();

@@ -8,10 +8,11 @@
 //   exactly the next instance.
 #pragma once
 
-#include "data/dataset.h"
+#include "engine/checkpoint/stateful.h"
+#include "engine/data/dataset.h"
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <condition_variable>
 #include <deque>
@@ -22,14 +23,15 @@
 namespace lathe::data {
 
 struct Batch {
-    torch::Tensor input_ids;      ///< (rank instances, seq_len) int64
-    std::vector<int64_t> index;   ///< dataset instance of each row
+    torch::Tensor input_ids;     ///< (rank instances, seq_len) int64
+    std::vector<int64_t> index;  ///< dataset instance of each row
 };
 
-class DataLoader {
+class DataLoader : public checkpoint::Stateful {
 public:
-    DataLoader(std::shared_ptr<TokenDataset> dataset, const config::DataLoaderConfig& cfg, int dp_rank, int dp_world);
-    ~DataLoader();
+    DataLoader(std::shared_ptr<TokenDataset> dataset, const config::DataLoaderConfig& cfg,
+               int dp_rank, int dp_world);
+    ~DataLoader() override;
     DataLoader(const DataLoader&) = delete;
     DataLoader& operator=(const DataLoader&) = delete;
 
@@ -54,9 +56,9 @@ public:
     /// Rank-local batch `b` of the current epoch, computed directly (no prefetch).
     Batch make_batch(int64_t b) const;
 
-    nlohmann::json state_dict() const;
+    nlohmann::json state_dict() const override;
     /// Throws lathe::Error on a dataset fingerprint mismatch unless ignore_fingerprint_mismatch.
-    void load_state_dict(const nlohmann::json& state);
+    void load_state_dict(const nlohmann::json& state) override;
 
 private:
     void stop_prefetch();

@@ -1,7 +1,7 @@
-#include "data/dataset.h"
+#include "engine/data/dataset.h"
 
-#include "data/builtin_corpus.h"
-#include "util/error.h"
+#include "engine/data/builtin_corpus.h"
+#include "engine/util/error.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -58,8 +58,9 @@ std::shared_ptr<TokenArray> TokenArray::map_file(const std::string& path, int el
     }
     if (st.st_size % element_size != 0) {
         ::close(fd);
-        throw Error(path + ": size " + std::to_string(st.st_size) + " bytes is not a multiple of the token size (" +
-                    std::to_string(element_size) + " bytes); is dataset.token_dtype right?");
+        throw Error(path + ": size " + std::to_string(st.st_size) +
+                    " bytes is not a multiple of the token size (" + std::to_string(element_size) +
+                    " bytes); is dataset.token_dtype right?");
     }
     void* m = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
@@ -110,12 +111,16 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
         const auto& p = paths[i];
         std::error_code ec;
         auto st = fs::status(p, ec);
-        if (ec || !fs::exists(st)) throw Error("dataset.paths[" + std::to_string(i) + "]: " + p + ": no such file or folder");
+        if (ec || !fs::exists(st))
+            throw Error("dataset.paths[" + std::to_string(i) + "]: " + p +
+                        ": no such file or folder");
         if (fs::is_directory(st)) {
             std::vector<std::string> found;
-            for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+            for (auto it = fs::recursive_directory_iterator(
+                     p, fs::directory_options::skip_permission_denied, ec);
                  !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-                if (it->is_regular_file() && it->path().filename().string()[0] != '.') found.push_back(it->path().string());
+                if (it->is_regular_file() && it->path().filename().string()[0] != '.')
+                    found.push_back(it->path().string());
             }
             if (ec) throw Error(p + ": cannot list folder: " + ec.message());
             if (found.empty()) throw Error(p + ": folder holds no files");
@@ -130,32 +135,40 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
 
 }  // namespace
 
-std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& cfg, int64_t vocab_size) {
+std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& cfg,
+                                                  int64_t vocab_size) {
     auto ds = std::make_shared<TokenDataset>();
     ds->seq_len_ = cfg.sequence_length;
     ds->vocab_size_ = vocab_size;
     std::ostringstream fp;
-    fp << "lathe-fsl-v1;source=" << config::enum_to_string(cfg.source) << ";seq=" << cfg.sequence_length;
+    fp << "lathe-fsl-v1;source=" << config::enum_to_string(cfg.source)
+       << ";seq=" << cfg.sequence_length;
     if (cfg.source == config::DataSource::builtin) {
-        auto bytes = generate_builtin_corpus(cfg.builtin_tokens, static_cast<uint64_t>(cfg.builtin_seed));
+        auto bytes =
+            generate_builtin_corpus(cfg.builtin_tokens, static_cast<uint64_t>(cfg.builtin_seed));
         ds->files_.push_back(TokenArray::owned(std::move(bytes), "builtin"));
         fp << ";builtin_tokens=" << cfg.builtin_tokens << ";builtin_seed=" << cfg.builtin_seed;
-        ds->description_ = "built-in corpus (" + std::to_string(cfg.builtin_tokens) + " tokens, seed " +
-                           std::to_string(cfg.builtin_seed) + ")";
+        ds->description_ = "built-in corpus (" + std::to_string(cfg.builtin_tokens) +
+                           " tokens, seed " + std::to_string(cfg.builtin_seed) + ")";
     } else {
-        int element = cfg.source == config::DataSource::text ? 1 : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
+        int element = cfg.source == config::DataSource::text
+                          ? 1
+                          : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
         auto files = expand_paths(cfg.paths);
         for (const auto& f : files) {
             auto a = TokenArray::map_file(f, element);
             if (a->size() < cfg.sequence_length) {
-                throw Error(f + ": too short: " + std::to_string(a->size()) + " tokens, fewer than one instance of " +
+                throw Error(f + ": too short: " + std::to_string(a->size()) +
+                            " tokens, fewer than one instance of " +
                             std::to_string(cfg.sequence_length) + " (dataset.sequence_length)");
             }
             fp << ";file=" << fs::path(f).filename().string() << ",bytes=" << a->byte_size();
             ds->files_.push_back(std::move(a));
         }
-        ds->description_ = std::to_string(files.size()) + " " + config::enum_to_string(cfg.source) + " file(s)";
-        if (cfg.source == config::DataSource::numpy) fp << ";dtype=" << config::enum_to_string(cfg.token_dtype);
+        ds->description_ =
+            std::to_string(files.size()) + " " + config::enum_to_string(cfg.source) + " file(s)";
+        if (cfg.source == config::DataSource::numpy)
+            fp << ";dtype=" << config::enum_to_string(cfg.token_dtype);
     }
     for (int32_t f = 0; f < static_cast<int32_t>(ds->files_.size()); ++f) {
         int64_t n = ds->files_[static_cast<std::size_t>(f)]->size() / ds->seq_len_;
@@ -172,16 +185,20 @@ void TokenDataset::instance(int64_t i, int64_t* out) const {
     file->read(off, seq_len_, out);
     for (int64_t k = 0; k < seq_len_; ++k) {
         if (out[k] >= vocab_size_) {
-            throw Error(file->name() + ": token " + std::to_string(out[k]) + " at position " + std::to_string(off + k) +
-                        " is outside the vocabulary (model.vocab_size = " + std::to_string(vocab_size_) + ")");
+            throw Error(file->name() + ": token " + std::to_string(out[k]) + " at position " +
+                        std::to_string(off + k) +
+                        " is outside the vocabulary (model.vocab_size = " +
+                        std::to_string(vocab_size_) + ")");
         }
     }
 }
 
-std::shared_ptr<TokenDataset> TokenDataset::slice(int64_t begin, int64_t end, const std::string& label) const {
+std::shared_ptr<TokenDataset> TokenDataset::slice(int64_t begin, int64_t end,
+                                                  const std::string& label) const {
     auto ds = std::make_shared<TokenDataset>(*this);
     ds->starts_.assign(starts_.begin() + begin, starts_.begin() + end);
-    ds->fingerprint_ = fnv1a_hex(fingerprint_ + ";" + label + "=" + std::to_string(begin) + ":" + std::to_string(end));
+    ds->fingerprint_ = fnv1a_hex(fingerprint_ + ";" + label + "=" + std::to_string(begin) + ":" +
+                                 std::to_string(end));
     ds->description_ = description_ + ", " + label + " split";
     return ds;
 }
@@ -190,9 +207,11 @@ DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size) {
     auto full = TokenDataset::build(cfg, vocab_size);
     const int64_t n = full->num_instances();
     int64_t n_val = 0;
-    if (cfg.validation_fraction > 0) n_val = std::max<int64_t>(1, static_cast<int64_t>(n * cfg.validation_fraction));
+    if (cfg.validation_fraction > 0)
+        n_val = std::max<int64_t>(1, static_cast<int64_t>(n * cfg.validation_fraction));
     if (n - n_val < 1) {
-        throw Error("dataset: " + std::to_string(n) + " instances of " + std::to_string(cfg.sequence_length) +
+        throw Error("dataset: " + std::to_string(n) + " instances of " +
+                    std::to_string(cfg.sequence_length) +
                     " tokens leave none for training after the validation split");
     }
     DataSplit s;

@@ -4,7 +4,7 @@
 // little-endian uint16/uint32 token files.
 #pragma once
 
-#include "config/config.h"
+#include "engine/config/config.h"
 
 #include <cstdint>
 #include <memory>
@@ -25,7 +25,9 @@ public:
     int64_t size() const { return size_; }
     int element_size() const { return element_size_; }
     const std::string& name() const { return name_; }
-    uint64_t byte_size() const { return static_cast<uint64_t>(size_) * static_cast<uint64_t>(element_size_); }
+    uint64_t byte_size() const {
+        return static_cast<uint64_t>(size_) * static_cast<uint64_t>(element_size_);
+    }
     /// Copies tokens [offset, offset + n) into out, widened to int64.
     void read(int64_t offset, int64_t n, int64_t* out) const;
 
@@ -44,7 +46,8 @@ class TokenDataset {
 public:
     /// Builds the source described by `cfg`. Throws lathe::Error naming the file and the reason
     /// for a missing, empty, unreadable or too-short file.
-    static std::shared_ptr<TokenDataset> build(const config::DatasetConfig& cfg, int64_t vocab_size);
+    static std::shared_ptr<TokenDataset> build(const config::DatasetConfig& cfg,
+                                               int64_t vocab_size);
 
     int64_t sequence_length() const { return seq_len_; }
     int64_t num_instances() const { return static_cast<int64_t>(starts_.size()); }

@@ -1,13 +1,13 @@
-#include "distributed/env.h"
+#include "engine/distributed/env.h"
 
-#include "util/error.h"
+#include "engine/util/error.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef LATHE_WITH_CUDA
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 #include <cstdlib>
@@ -30,7 +30,8 @@ int env_int(const char* name, const std::string& value) {
         if (pos != value.size()) throw std::invalid_argument("trailing characters");
         return v;
     } catch (const std::exception&) {
-        throw Error(std::string("environment variable ") + name + "='" + value + "' is not an integer");
+        throw Error(std::string("environment variable ") + name + "='" + value +
+                    "' is not an integer");
     }
 }
 
@@ -42,7 +43,8 @@ std::string first_slurm_host(const std::string& list) {
         if (c == ',') break;
         if (c == '[') {
             std::size_t j = i + 1;
-            while (j < list.size() && std::isdigit(static_cast<unsigned char>(list[j]))) host += list[j++];
+            while (j < list.size() && std::isdigit(static_cast<unsigned char>(list[j])))
+                host += list[j++];
             break;
         }
         host += c;
@@ -52,9 +54,12 @@ std::string first_slurm_host(const std::string& list) {
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
     switch (op) {
-        case ReduceOp::max: return c10d::ReduceOp::MAX;
-        case ReduceOp::min: return c10d::ReduceOp::MIN;
-        default: return c10d::ReduceOp::SUM;
+        case ReduceOp::max:
+            return c10d::ReduceOp::MAX;
+        case ReduceOp::min:
+            return c10d::ReduceOp::MIN;
+        default:
+            return c10d::ReduceOp::SUM;
     }
 }
 
@@ -67,8 +72,8 @@ WorldInfo read_world_info() {
         w.rank = env_int("RANK", env("RANK").value_or("0"));
         w.world_size = env_int("WORLD_SIZE", env("WORLD_SIZE").value_or("1"));
         w.local_rank = env_int("LOCAL_RANK", env("LOCAL_RANK").value_or(std::to_string(w.rank)));
-        w.local_world_size =
-            env_int("LOCAL_WORLD_SIZE", env("LOCAL_WORLD_SIZE").value_or(std::to_string(w.world_size)));
+        w.local_world_size = env_int(
+            "LOCAL_WORLD_SIZE", env("LOCAL_WORLD_SIZE").value_or(std::to_string(w.world_size)));
         w.master_addr = env("MASTER_ADDR").value_or("127.0.0.1");
         w.master_port = env_int("MASTER_PORT", env("MASTER_PORT").value_or("29500"));
     } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
@@ -77,11 +82,14 @@ WorldInfo read_world_info() {
         w.world_size = env_int("SLURM_NTASKS", *env("SLURM_NTASKS"));
         w.local_rank = env_int("SLURM_LOCALID", env("SLURM_LOCALID").value_or("0"));
         if (auto n = env("SLURM_NTASKS_PER_NODE")) {
-            w.local_world_size = env_int("SLURM_NTASKS_PER_NODE", n->substr(0, n->find_first_not_of("0123456789")));
+            w.local_world_size =
+                env_int("SLURM_NTASKS_PER_NODE", n->substr(0, n->find_first_not_of("0123456789")));
         } else {
             w.local_world_size = w.world_size;
         }
-        w.master_addr = env("MASTER_ADDR").value_or(first_slurm_host(env("SLURM_JOB_NODELIST").value_or("127.0.0.1")));
+        w.master_addr =
+            env("MASTER_ADDR")
+                .value_or(first_slurm_host(env("SLURM_JOB_NODELIST").value_or("127.0.0.1")));
         w.master_port = env_int("MASTER_PORT", env("MASTER_PORT").value_or("29500"));
     }
     if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size) {
@@ -89,8 +97,9 @@ WorldInfo read_world_info() {
                     " WORLD_SIZE=" + std::to_string(w.world_size));
     }
     if (w.local_rank < 0 || w.local_world_size < 1 || w.local_rank >= w.local_world_size) {
-        throw Error("inconsistent launcher environment: LOCAL_RANK=" + std::to_string(w.local_rank) +
-                    " LOCAL_WORLD_SIZE=" + std::to_string(w.local_world_size));
+        throw Error(
+            "inconsistent launcher environment: LOCAL_RANK=" + std::to_string(w.local_rank) +
+            " LOCAL_WORLD_SIZE=" + std::to_string(w.local_world_size));
     }
     return w;
 }
@@ -100,9 +109,12 @@ bool should_log(const WorldInfo& w, config::LogFilterType filter) {
         if (auto f = config::enum_from_string<config::LogFilterType>(*e)) filter = *f;
     }
     switch (filter) {
-        case config::LogFilterType::all_ranks: return true;
-        case config::LogFilterType::local_rank0_only: return w.local_rank == 0;
-        default: return w.rank == 0;
+        case config::LogFilterType::all_ranks:
+            return true;
+        case config::LogFilterType::local_rank0_only:
+            return w.local_rank == 0;
+        default:
+            return w.rank == 0;
     }
 }
 
@@ -171,7 +183,8 @@ std::string Group::broadcast_string(const std::string& s, int root) const {
     auto bytes = torch::zeros({len.item<int64_t>()}, torch::kUInt8);
     if (rank_ == root && !s.empty()) std::memcpy(bytes.data_ptr<uint8_t>(), s.data(), s.size());
     if (bytes.numel() > 0) broadcast(bytes, root);
-    return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<std::size_t>(bytes.numel()));
+    return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                       static_cast<std::size_t>(bytes.numel()));
 }
 
 std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions& opts) {
@@ -186,7 +199,7 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
     }
     if (want_cuda) {
 #ifdef LATHE_WITH_CUDA
-        int count = static_cast<int>(torch::cuda::device_count());
+        int count = static_cast<int>(static_cast<unsigned char>(torch::cuda::device_count()));
         int index = w.local_rank;
         // Slurm binding one GPU to each task (--gpus-per-task=1, --gpu-bind) leaves every rank one
         // visible device, its own: device 0. (Elsewhere one visible GPU for several local ranks
@@ -197,8 +210,8 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
             index = 0;
         }
         if (index >= count) {
-            throw Error("LOCAL_RANK " + std::to_string(w.local_rank) + " has no GPU (" + std::to_string(count) +
-                        " visible)");
+            throw Error("LOCAL_RANK " + std::to_string(w.local_rank) + " has no GPU (" +
+                        std::to_string(count) + " visible)");
         }
         c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
         e->device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
@@ -209,20 +222,24 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
     // CPU threads: the cores divided by the local ranks, unless configured. LATHE_RESERVE_CORES
     // leaves cores to other work on this machine first (the workbench sets 1 for itself: spinning
     // OpenMP threads and a busy GUI on the same cores slow each other down).
-    const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+    const int64_t cores =
+        std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
     int64_t reserve = 0;
     if (auto r = env("LATHE_RESERVE_CORES")) {
         reserve = env_int("LATHE_RESERVE_CORES", *r);
-        if (reserve < 0) throw Error("environment variable LATHE_RESERVE_CORES='" + *r + "' is negative");
+        if (reserve < 0)
+            throw Error("environment variable LATHE_RESERVE_CORES='" + *r + "' is negative");
         reserve = std::min(reserve, cores - 1);
     }
-    int64_t threads = opts.num_threads.value_or(std::max<int64_t>(1, (cores - reserve) / w.local_world_size));
+    int64_t threads =
+        opts.num_threads.value_or(std::max<int64_t>(1, (cores - reserve) / w.local_world_size));
     torch::set_num_threads(static_cast<int>(threads));
     if (opts.seed) torch::manual_seed(static_cast<uint64_t>(*opts.seed));
 
     if (w.world_size > 1) {
         if (opts.backend.find("gloo") == std::string::npos) {
-            throw Error("launch.backend \"" + opts.backend + "\" has no gloo: Lathe needs Gloo for CPU bookkeeping");
+            throw Error("launch.backend \"" + opts.backend +
+                        "\" has no gloo: Lathe needs Gloo for CPU bookkeeping");
         }
         c10d::TCPStoreOptions so;
         so.port = static_cast<uint16_t>(w.master_port);
@@ -233,7 +250,9 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
         try {
             e->store_ = c10::make_intrusive<c10d::TCPStore>(w.master_addr, so);
         } catch (const std::exception& ex) {
-            throw Error("rendezvous at " + w.master_addr + ":" + std::to_string(w.master_port) + " failed", ex);
+            throw Error(
+                "rendezvous at " + w.master_addr + ":" + std::to_string(w.master_port) + " failed",
+                ex);
         }
         auto make_gloo = [&](const std::string& prefix) {
             auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, e->store_);
@@ -258,7 +277,8 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
 #ifdef LATHE_WITH_CUDA
         if (e->device_.is_cuda()) {
             if (opts.backend.find("nccl") == std::string::npos) {
-                throw Error("CUDA training needs nccl in launch.backend (got \"" + opts.backend + "\")");
+                throw Error("CUDA training needs nccl in launch.backend (got \"" + opts.backend +
+                            "\")");
             }
             auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/", e->store_);
             auto o = c10d::ProcessGroupNCCL::Options::create();
@@ -294,8 +314,12 @@ void Environment::teardown(bool graceful) {
     store_.reset();
 }
 
-Environment::~Environment() { teardown(); }
+Environment::~Environment() {
+    teardown();
+}
 
-void teardown_training_environment(Environment& env) { env.teardown(/*graceful=*/true); }
+void teardown_training_environment(Environment& env) {
+    env.teardown(/*graceful=*/true);
+}
 
 }  // namespace lathe::dist

@@ -6,7 +6,7 @@
 // CUDA tensors when CUDA is in use.
 #pragma once
 
-#include "config/config.h"
+#include "engine/config/config.h"
 
 #include <torch/torch.h>
 
@@ -50,7 +50,8 @@ public:
     void reduce_scatter(torch::Tensor& out, std::vector<torch::Tensor>& in) const;
     void barrier() const;
     /// Starts an all-reduce and returns without waiting (null when not distributed).
-    c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& t, ReduceOp op = ReduceOp::sum) const;
+    c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& t,
+                                                    ReduceOp op = ReduceOp::sum) const;
     /// Broadcasts a string from root (two collectives: length, then bytes).
     std::string broadcast_string(const std::string& s, int root = 0) const;
 

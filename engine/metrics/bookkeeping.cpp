@@ -1,6 +1,6 @@
-#include "metrics/bookkeeping.h"
+#include "engine/metrics/bookkeeping.h"
 
-#include "util/error.h"
+#include "engine/util/error.h"
 
 #include <cmath>
 #include <set>
@@ -17,7 +17,8 @@ MetricsByStep reduce_metrics(const std::vector<LocalMetric>& local, const dist::
     std::string mine;
     for (const auto& m : local) {
         if (!m.reduce) continue;
-        mine += std::to_string(m.step) + '\t' + m.name + '\t' + config::enum_to_string(*m.reduce) + '\n';
+        mine += std::to_string(m.step) + '\t' + m.name + '\t' + config::enum_to_string(*m.reduce) +
+                '\n';
     }
     auto len = torch::tensor({static_cast<int64_t>(mine.size())}, torch::kInt64);
     std::vector<torch::Tensor> lens;
@@ -32,7 +33,9 @@ MetricsByStep reduce_metrics(const std::vector<LocalMetric>& local, const dist::
         int64_t step;
         std::string name;
         config::ReduceType reduce;
-        bool operator<(const Key& o) const { return std::tie(step, name) < std::tie(o.step, o.name); }
+        bool operator<(const Key& o) const {
+            return std::tie(step, name) < std::tie(o.step, o.name);
+        }
     };
     std::set<Key> keys;
     for (std::size_t r = 0; r < bufs.size(); ++r) {
@@ -48,8 +51,9 @@ MetricsByStep reduce_metrics(const std::vector<LocalMetric>& local, const dist::
                   *config::enum_from_string<config::ReduceType>(line.substr(t2 + 1))};
             auto it = keys.find(k);
             if (it != keys.end() && it->reduce != k.reduce) {
-                throw Error("metric '" + k.name + "' is reduced with " + config::enum_to_string(it->reduce) +
-                            " on one rank and " + config::enum_to_string(k.reduce) + " on another");
+                throw Error("metric '" + k.name + "' is reduced with " +
+                            config::enum_to_string(it->reduce) + " on one rank and " +
+                            config::enum_to_string(k.reduce) + " on another");
             }
             keys.insert(k);
         }
@@ -83,10 +87,18 @@ MetricsByStep reduce_metrics(const std::vector<LocalMetric>& local, const dist::
     for (const auto& k : keys) {
         double v = 0;
         switch (k.reduce) {
-            case config::ReduceType::mean: v = sp[n + i] > 0 ? sp[i] / sp[n + i] : 0.0; break;
-            case config::ReduceType::sum: v = sp[i]; break;
-            case config::ReduceType::l2_norm: v = std::sqrt(sp[i]); break;
-            case config::ReduceType::max: v = mp[i]; break;
+            case config::ReduceType::mean:
+                v = sp[n + i] > 0 ? sp[i] / sp[n + i] : 0.0;
+                break;
+            case config::ReduceType::sum:
+                v = sp[i];
+                break;
+            case config::ReduceType::l2_norm:
+                v = std::sqrt(sp[i]);
+                break;
+            case config::ReduceType::max:
+                v = mp[i];
+                break;
         }
         out[k.step][k.name] = v;
         ++i;
@@ -101,7 +113,9 @@ Bookkeeper::Bookkeeper(bool async) : async_(async) {
     if (async_) thread_ = std::thread([this] { loop(); });
 }
 
-Bookkeeper::~Bookkeeper() { shutdown(); }
+Bookkeeper::~Bookkeeper() {
+    shutdown();
+}
 
 std::shared_future<void> Bookkeeper::submit(std::string name, std::function<void()> op) {
     std::packaged_task<void()> task([this, op = std::move(op)] {
@@ -191,6 +205,16 @@ void Bookkeeper::shutdown() {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+}
+
+void check_and_derive(int64_t step, StepMetrics& metrics) {
+    const auto ce = metrics.find("train/CE loss");
+    if (ce == metrics.end()) return;
+    if (!std::isfinite(ce->second)) {
+        throw Error("non-finite loss (" + std::to_string(ce->second) + ") at step " +
+                    std::to_string(step));
+    }
+    if (ce->second < 10) metrics["train/PPL"] = std::exp(ce->second);
 }
 
 }  // namespace lathe::metrics

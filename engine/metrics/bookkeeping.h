@@ -6,8 +6,8 @@
 // trainer guarantees: flushes and control checks happen at the same steps on every rank).
 #pragma once
 
-#include "config/config.h"
-#include "distributed/env.h"
+#include "engine/config/config.h"
+#include "engine/distributed/env.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -25,6 +25,11 @@ namespace lathe::metrics {
 /// step -> name -> value, as handed to callbacks.
 using StepMetrics = std::map<std::string, double>;
 using MetricsByStep = std::map<int64_t, StepMetrics>;
+
+/// What the trainer adds to and checks in a step's reduced metrics before the callbacks see them:
+/// throws lathe::Error naming the step when train/CE loss is not finite (the run must stop), and
+/// adds train/PPL = exp(CE loss) when the loss is below 10 (above, the perplexity says nothing).
+void check_and_derive(int64_t step, StepMetrics& metrics);
 
 /// One unreduced metric value of one step on this rank.
 struct LocalMetric {

@@ -1,4 +1,4 @@
-#include "model/transformer.h"
+#include "engine/model/transformer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -18,15 +18,17 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
     return (normed * weight.to(torch::kFloat32)).to(x.scalar_type());
 }
 
-RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta) : head_dim_(head_dim), theta_(theta) {}
+RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta)
+    : head_dim_(head_dim), theta_(theta) {}
 
-std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::tables(int64_t seq_len, const torch::Device& device) {
+std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::tables(int64_t seq_len,
+                                                                const torch::Device& device) {
     if (!cos_.defined() || cos_.size(0) < seq_len || cos_.device() != device) {
         torch::NoGradGuard no_grad;
         auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
         // Double precision for the angles, then fp32 tables: positions up to 1e5+ stay accurate.
         auto inv_freq = 1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, torch::kFloat64) /
-                                                      static_cast<double>(head_dim_));
+                                                     static_cast<double>(head_dim_));
         auto pos = torch::arange(seq_len, torch::kFloat64);
         auto freqs = torch::outer(pos, inv_freq);
         auto emb = torch::cat({freqs, freqs}, -1);
@@ -43,7 +45,8 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 }
 }  // namespace
 
-std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tensor& q, const torch::Tensor& k) {
+std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tensor& q,
+                                                               const torch::Tensor& k) {
     const int64_t T = q.size(1);
     auto [cos, sin] = tables(T, q.device());
     cos = cos.view({1, T, 1, head_dim_});
@@ -55,8 +58,13 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tens
 }
 
 AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope_)
-    : n_heads(c.n_heads), n_kv_heads(c.kv_heads()), head_dim(c.resolved_head_dim()), rope(std::move(rope_)) {
-    auto lin = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
+    : n_heads(c.n_heads),
+      n_kv_heads(c.kv_heads()),
+      head_dim(c.resolved_head_dim()),
+      rope(std::move(rope_)) {
+    auto lin = [](int64_t in, int64_t out) {
+        return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+    };
     w_q = register_module("w_q", lin(c.d_model, n_heads * head_dim));
     w_k = register_module("w_k", lin(c.d_model, n_kv_heads * head_dim));
     w_v = register_module("w_v", lin(c.d_model, n_kv_heads * head_dim));
@@ -82,14 +90,17 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     q = q.transpose(1, 2);
     k = k.transpose(1, 2);
     v = v.transpose(1, 2);
-    auto att = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
-                                                /*scale=*/std::nullopt, /*enable_gqa=*/n_kv_heads != n_heads);
+    auto att = at::scaled_dot_product_attention(
+        q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
+        /*scale=*/std::nullopt, /*enable_gqa=*/n_kv_heads != n_heads);
     att = att.transpose(1, 2).reshape({B, T, n_heads * head_dim});
     return w_out(att);
 }
 
 FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
-    auto lin = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
+    auto lin = [](int64_t in, int64_t out) {
+        return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+    };
     w1 = register_module("w1", lin(d_model, hidden));
     w2 = register_module("w2", lin(hidden, d_model));
     w3 = register_module("w3", lin(d_model, hidden));
@@ -117,7 +128,9 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
     blocks = register_module("blocks", torch::nn::ModuleList());
     for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Block(c, rope));
     lm_head_norm = register_module("lm_head_norm", RMSNorm(c.d_model, c.layer_norm_eps));
-    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+    lm_head = register_module(
+        "lm_head",
+        torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
     init_weights();
     if (c.dtype == config::DType::bfloat16) to(torch::kBFloat16);
     for (const auto& p : parameters()) num_params_ += p.numel();
@@ -137,7 +150,8 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
 
 torch::Tensor TransformerImpl::run_unit(int64_t unit, const torch::Tensor& x) {
     if (unit == 0) return embeddings(x);
-    if (unit <= cfg.n_layers) return blocks[static_cast<std::size_t>(unit - 1)]->as<Block>()->forward(x);
+    if (unit <= cfg.n_layers)
+        return blocks[static_cast<std::size_t>(unit - 1)]->as<Block>()->forward(x);
     return lm_head(lm_head_norm(x));
 }
 
@@ -175,14 +189,16 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) {
     return h;
 }
 
-LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels,
-                                         double div_factor, std::optional<double> z_loss_multiplier,
+LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
+                                         const torch::Tensor& labels, double div_factor,
+                                         std::optional<double> z_loss_multiplier,
                                          int64_t ignore_index) {
     auto logits = forward(input_ids).to(torch::kFloat32);
     auto flat = logits.view({-1, logits.size(-1)});
     auto flat_labels = labels.reshape({-1});
-    auto ce = F::cross_entropy(flat, flat_labels,
-                               F::CrossEntropyFuncOptions().ignore_index(ignore_index).reduction(torch::kSum));
+    auto ce = F::cross_entropy(
+        flat, flat_labels,
+        F::CrossEntropyFuncOptions().ignore_index(ignore_index).reduction(torch::kSum));
     LossOutput out;
     out.loss = ce / div_factor;
     out.ce_loss = out.loss.detach();
@@ -233,10 +249,16 @@ void TransformerImpl::init_weights() {
     }
 }
 
-int64_t TransformerImpl::num_params() const { return num_params_; }
+int64_t TransformerImpl::num_params() const {
+    return num_params_;
+}
 
-int64_t TransformerImpl::num_non_embedding_params() const { return num_params_ - cfg.vocab_size * cfg.d_model; }
+int64_t TransformerImpl::num_non_embedding_params() const {
+    return num_params_ - cfg.vocab_size * cfg.d_model;
+}
 
-int64_t TransformerImpl::num_flops_per_token(int64_t seq_len) const { return flops_fixed_ + flops_per_seq_ * seq_len; }
+int64_t TransformerImpl::num_flops_per_token(int64_t seq_len) const {
+    return flops_fixed_ + flops_per_seq_ * seq_len;
+}
 
 }  // namespace lathe::model

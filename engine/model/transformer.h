@@ -3,7 +3,7 @@
 // and LM head. Follows OLMo-core's TransformerConfig.llama_like / ReorderedNormTransformerBlock.
 #pragma once
 
-#include "config/config.h"
+#include "engine/config/config.h"
 
 #include <torch/torch.h>
 
@@ -87,8 +87,9 @@ struct TransformerImpl : torch::nn::Module {
 
     /// Forward plus cross-entropy (sum over tokens whose label != ignore_index, divided by
     /// div_factor) and optional z-loss (multiplier * logsumexp(logits)^2, same reduction).
-    LossOutput forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels, double div_factor,
-                            std::optional<double> z_loss_multiplier, int64_t ignore_index = -100);
+    LossOutput forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels,
+                            double div_factor, std::optional<double> z_loss_multiplier,
+                            int64_t ignore_index = -100);
 
     /// Truncated-normal init (std init_std, cut at +-3 std) from init_seed, in OLMo-core's order:
     /// embeddings; per block w_q, w_k, w_v, w_out, w1, w3, w2; then the LM head. Norm weights = 1.

@@ -1,6 +1,6 @@
-#include "protocol/control_client.h"
+#include "engine/protocol/control_client.h"
 
-#include "protocol/line_buffer.h"
+#include "engine/protocol/line_buffer.h"
 
 #include <cerrno>
 #include <cstring>
@@ -18,7 +18,9 @@ constexpr std::size_t kMaxBatchBytes = 256 * 1024;
 
 ControlClient::ControlClient(std::size_t max_queue_bytes) : max_queue_bytes_(max_queue_bytes) {}
 
-ControlClient::~ControlClient() { close(); }
+ControlClient::~ControlClient() {
+    close();
+}
 
 bool ControlClient::connect(const std::string& path, std::string* error) {
     auto fail = [&](const std::string& why) {
@@ -84,9 +86,9 @@ std::vector<std::string> ControlClient::poll_warnings() {
 
 bool ControlClient::flush(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(out_mutex_);
-    return out_cv_.wait_for(lock, timeout, [&] {
-        return (queue_.empty() && !writing_) || !connected_;
-    }) && queue_.empty() && !writing_ && connected_;
+    return out_cv_.wait_for(lock, timeout,
+                            [&] { return (queue_.empty() && !writing_) || !connected_; }) &&
+           queue_.empty() && !writing_ && connected_;
 }
 
 void ControlClient::close(std::chrono::milliseconds timeout) {

@@ -8,7 +8,7 @@
 // kept as warnings for the engine to log. Qt-free: POSIX sockets and std::thread.
 #pragma once
 
-#include "protocol/messages.h"
+#include "engine/protocol/messages.h"
 
 #include <atomic>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "protocol/line_buffer.h"
+#include "engine/protocol/line_buffer.h"
 
 namespace lathe::protocol {
 

@@ -2,7 +2,7 @@
 // worth of bytes: a line longer than the limit is dropped (up to its '\n') and reported.
 #pragma once
 
-#include "protocol/messages.h"
+#include "engine/protocol/messages.h"
 
 #include <string>
 #include <string_view>
@@ -29,8 +29,8 @@ public:
 private:
     std::size_t max_;
     std::string buffer_;
-    bool discarding_ = false;      // inside an oversized line: skip to the next '\n'
-    std::size_t discarded_ = 0;    // bytes of the oversized line so far
+    bool discarding_ = false;    // inside an oversized line: skip to the next '\n'
+    std::size_t discarded_ = 0;  // bytes of the oversized line so far
     std::size_t dropped_ = 0;
 };
 

@@ -1,4 +1,4 @@
-#include "protocol/messages.h"
+#include "engine/protocol/messages.h"
 
 #include <cmath>
 #include <limits>
@@ -31,43 +31,52 @@ Json header(const char* type) {
     return j;
 }
 
-Json number_or_null(double x) { return std::isfinite(x) ? Json(x) : Json(nullptr); }
+Json number_or_null(double x) {
+    return std::isfinite(x) ? Json(x) : Json(nullptr);
+}
+
+// Writes the fields of a message, in visit() order.
+struct Writer {
+    Json& j;
+    void operator()(const char* key, int64_t x, AtLeast = {0}) { j[key] = x; }
+    void operator()(const char* key, double x) { j[key] = number_or_null(x); }
+    void operator()(const char* key, bool x) { j[key] = x; }
+    void operator()(const char* key, const std::string& x) { j[key] = x; }
+    void operator()(const char* key, const Json& x) { j[key] = x; }
+    void operator()(const char* key, RunState x) { j[key] = to_string(x); }
+    void operator()(const char* key, ExitReason x) { j[key] = to_string(x); }
+    void operator()(const char* key, const std::optional<int64_t>& x, AtLeast = {0}) {
+        j[key] = x ? Json(*x) : Json(nullptr);
+    }
+    void operator()(const char* key, const std::optional<double>& x) {
+        j[key] = x ? number_or_null(*x) : Json(nullptr);
+    }
+    void operator()(const char* key, const std::vector<std::pair<std::string, double>>& x) {
+        Json values = Json::object();
+        for (const auto& [name, value] : x) values[name] = number_or_null(value);
+        j[key] = std::move(values);
+    }
+};
+
+// The fields of a message as JSON (no envelope): what is encoded and what operator== compares.
+template <class M>
+Json fields(const M& m) {
+    Json j = Json::object();
+    Writer w{j};
+    const_cast<M&>(m).visit(w);  // visit() only reads here
+    return j;
+}
+
+template <class M>
+Json to_json(const M& m) {
+    Json j = header(M::kType);
+    Writer w{j};
+    const_cast<M&>(m).visit(w);  // visit() only reads here
+    return j;
+}
 
 Json to_json(const Event& e) {
-    Json j = header(type_name(e));
-    if (auto* h = std::get_if<Hello>(&e)) {
-        j["protocol_version"] = h->protocol_version;
-        j["world_size"] = h->world_size;
-        j["device"] = h->device;
-        j["run_dir"] = h->run_dir;
-        j["config"] = h->config;
-    } else if (auto* m = std::get_if<Metrics>(&e)) {
-        j["step"] = m->step;
-        j["tokens"] = m->tokens;
-        j["wall_time"] = number_or_null(m->wall_time);
-        Json values = Json::object();
-        for (const auto& [name, value] : m->values) values[name] = number_or_null(value);
-        j["values"] = std::move(values);
-    } else if (auto* l = std::get_if<Log>(&e)) {
-        j["level"] = l->level;
-        j["rank"] = l->rank;
-        j["message"] = l->message;
-    } else if (auto* s = std::get_if<Status>(&e)) {
-        j["state"] = to_string(s->state);
-        j["step"] = s->step;
-        j["total_steps"] = s->total_steps ? Json(*s->total_steps) : Json(nullptr);
-        j["tokens_per_s"] = number_or_null(s->tokens_per_s);
-        j["eta_s"] = s->eta_s ? number_or_null(*s->eta_s) : Json(nullptr);
-    } else if (auto* c = std::get_if<CheckpointSaved>(&e)) {
-        j["step"] = c->step;
-        j["path"] = c->path;
-        j["duration_s"] = number_or_null(c->duration_s);
-    } else if (auto* err = std::get_if<ErrorEvent>(&e)) {
-        j["message"] = err->message;
-    } else if (auto* b = std::get_if<Bye>(&e)) {
-        j["exit_reason"] = to_string(b->exit_reason);
-    }
-    return j;
+    return std::visit([](const auto& m) { return to_json(m); }, e);
 }
 
 // Reads typed fields of one message, remembering the first problem.
@@ -152,6 +161,85 @@ private:
     std::string error_;
 };
 
+// Reads the fields of a message, in visit() order, into the message; the first problem is kept.
+struct FieldReader {
+    Reader& r;
+    void operator()(const char* key, int64_t& x,
+                    AtLeast min = {std::numeric_limits<int64_t>::min()}) {
+        x = r.integer(key, min.value);
+    }
+    void operator()(const char* key, double& x) { x = r.number(key); }
+    void operator()(const char* key, bool& x) { x = r.boolean(key, x); }
+    void operator()(const char* key, std::string& x) { x = r.string(key); }
+    void operator()(const char* key, Json& x) {
+        if (const Json* c = r.get(key, true)) {
+            if (!c->is_object()) r.fail(std::string("field '") + key + "' must be an object");
+            x = *c;
+        }
+    }
+    template <class E>
+    void named(const char* key, E& x, std::optional<E> (*from)(std::string_view)) {
+        const std::string text = r.string(key);
+        if (!r.ok()) return;
+        if (auto e = from(text)) {
+            x = *e;
+        } else {
+            r.fail(std::string("unknown ") + key + " " + quoted(text));
+        }
+    }
+    void operator()(const char* key, RunState& x) { named(key, x, run_state_from_string); }
+    void operator()(const char* key, ExitReason& x) { named(key, x, exit_reason_from_string); }
+    void operator()(const char* key, std::optional<int64_t>& x, AtLeast min) {
+        x = r.optional_integer(key, min.value);
+    }
+    void operator()(const char* key, std::optional<double>& x) { x = r.optional_number(key); }
+    void operator()(const char* key, std::vector<std::pair<std::string, double>>& x) {
+        const Json* v = r.get(key, true);
+        if (!v) return;
+        if (!v->is_object()) {
+            r.fail(std::string("field '") + key + "' must be an object");
+            return;
+        }
+        x.reserve(v->size());
+        for (auto it = v->begin(); it != v->end(); ++it) {
+            if (it.value().is_null()) {
+                x.emplace_back(it.key(), std::numeric_limits<double>::quiet_NaN());
+            } else if (it.value().is_number()) {
+                x.emplace_back(it.key(), it.value().get<double>());
+            } else {
+                r.fail("metric '" + it.key() + "' is not a number");
+                return;
+            }
+        }
+    }
+    static std::string quoted(const std::string& s) {
+        return "'" + (s.size() > 64 ? s.substr(0, 64) + "..." : s) + "'";
+    }
+};
+
+// Decodes the message of wire type `type` among the alternatives of `Variant` (events or
+// commands); nullopt when no alternative has that type.
+template <class Variant, std::size_t I = 0>
+std::optional<std::variant<Variant, DecodeError>> decode_as(const std::string& type,
+                                                            const Json& j) {
+    if constexpr (I == std::variant_size_v<Variant>) {
+        return std::nullopt;
+    } else {
+        using M = std::variant_alternative_t<I, Variant>;
+        if (type != M::kType) return decode_as<Variant, I + 1>(type, j);
+        Reader r(j);
+        FieldReader fr{r};
+        M m;
+        m.visit(fr);
+        if constexpr (std::is_same_v<M, Hello>) {
+            if (r.ok() && m.protocol_version != kVersion)
+                r.fail("hello announces protocol version " + std::to_string(m.protocol_version));
+        }
+        if (!r.ok()) return DecodeError{type + ": " + r.error()};
+        return Variant{std::move(m)};
+    }
+}
+
 // Rejects nesting deeper than kMaxDepth before the parser sees it.
 bool too_deep(std::string_view line) {
     int depth = 0;
@@ -222,14 +310,14 @@ std::optional<Json> parse_envelope(std::string_view line, std::string& type, std
     return j;
 }
 
-std::string quoted_type(const std::string& type) {
-    return "'" + (type.size() > 64 ? type.substr(0, 64) + "..." : type) + "'";
-}
-
 }  // namespace
 
-const char* to_string(RunState s) { return kRunStates[static_cast<int>(s)]; }
-const char* to_string(ExitReason r) { return kExitReasons[static_cast<int>(r)]; }
+const char* to_string(RunState s) {
+    return kRunStates[static_cast<int>(s)];
+}
+const char* to_string(ExitReason r) {
+    return kExitReasons[static_cast<int>(r)];
+}
 
 std::optional<RunState> run_state_from_string(std::string_view s) {
     for (int i = 0; i < 6; ++i) {
@@ -245,26 +333,38 @@ std::optional<ExitReason> exit_reason_from_string(std::string_view s) {
     return std::nullopt;
 }
 
+// Equal when every field is; a NaN equals a NaN (both travel as null).
+bool Hello::operator==(const Hello& o) const {
+    return fields(*this) == fields(o);
+}
 bool Metrics::operator==(const Metrics& o) const {
-    auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
-    if (step != o.step || tokens != o.tokens || !same(wall_time, o.wall_time)) return false;
-    if (values.size() != o.values.size()) return false;
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        if (values[i].first != o.values[i].first || !same(values[i].second, o.values[i].second))
-            return false;
-    }
-    return true;
+    return fields(*this) == fields(o);
+}
+bool Log::operator==(const Log& o) const {
+    return fields(*this) == fields(o);
+}
+bool Status::operator==(const Status& o) const {
+    return fields(*this) == fields(o);
+}
+bool CheckpointSaved::operator==(const CheckpointSaved& o) const {
+    return fields(*this) == fields(o);
+}
+bool ErrorEvent::operator==(const ErrorEvent& o) const {
+    return fields(*this) == fields(o);
+}
+bool Bye::operator==(const Bye& o) const {
+    return fields(*this) == fields(o);
+}
+bool Stop::operator==(const Stop& o) const {
+    return fields(*this) == fields(o);
 }
 
 const char* type_name(const Event& e) {
-    constexpr const char* names[] = {"hello",      "metrics", "log", "status",
-                                     "checkpoint", "error",   "bye"};
-    return names[e.index()];
+    return std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kType; }, e);
 }
 
 const char* type_name(const Command& c) {
-    constexpr const char* names[] = {"checkpoint", "stop"};
-    return names[c.index()];
+    return std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kType; }, c);
 }
 
 std::string encode(const Event& e) {
@@ -272,11 +372,10 @@ std::string encode(const Event& e) {
     if (line.size() <= kMaxLineBytes) return line;
     // Only free text can grow without bound; cut it and say so.
     const std::size_t excess = line.size() - kMaxLineBytes;
-    auto cut = [&](std::string msg) {
+    auto cut = [&](const std::string& msg) {
         const std::string note = " [cut]";
-        std::size_t keep = msg.size() > excess + note.size() + 64
-                               ? msg.size() - excess - note.size() - 64
-                               : 0;
+        std::size_t keep =
+            msg.size() > excess + note.size() + 64 ? msg.size() - excess - note.size() - 64 : 0;
         return cut_utf8(msg, keep) + note;
     };
     if (auto* l = std::get_if<Log>(&e)) {
@@ -291,9 +390,7 @@ std::string encode(const Event& e) {
 }
 
 std::string encode(const Command& c) {
-    Json j = header(type_name(c));
-    if (auto* s = std::get_if<Stop>(&c)) j["checkpoint"] = s->checkpoint;
-    return dump_line(j);
+    return dump_line(std::visit([](const auto& m) { return to_json(m); }, c));
 }
 
 DecodedEvent decode_event(std::string_view line) {
@@ -301,89 +398,8 @@ DecodedEvent decode_event(std::string_view line) {
     std::string error;
     std::optional<Json> parsed = parse_envelope(line, type, error);
     if (!parsed) return DecodeError{error};
-    Reader r(*parsed);
-    Event event;
-    if (type == "hello") {
-        Hello h;
-        h.protocol_version = static_cast<int>(r.integer("protocol_version"));
-        if (r.ok() && h.protocol_version != kVersion)
-            r.fail("hello announces protocol version " + std::to_string(h.protocol_version));
-        h.world_size = r.integer("world_size", 1);
-        h.device = r.string("device");
-        h.run_dir = r.string("run_dir");
-        if (const Json* c = r.get("config", true)) {
-            if (!c->is_object()) r.fail("field 'config' must be an object");
-            h.config = *c;
-        }
-        event = std::move(h);
-    } else if (type == "metrics") {
-        Metrics m;
-        m.step = r.integer("step", 0);
-        m.tokens = r.integer("tokens", 0);
-        m.wall_time = r.number("wall_time");
-        if (const Json* v = r.get("values", true)) {
-            if (!v->is_object()) {
-                r.fail("field 'values' must be an object");
-            } else {
-                m.values.reserve(v->size());
-                for (auto it = v->begin(); it != v->end(); ++it) {
-                    if (it.value().is_null()) {
-                        m.values.emplace_back(it.key(), std::numeric_limits<double>::quiet_NaN());
-                    } else if (it.value().is_number()) {
-                        m.values.emplace_back(it.key(), it.value().get<double>());
-                    } else {
-                        r.fail("metric '" + it.key() + "' is not a number");
-                        break;
-                    }
-                }
-            }
-        }
-        event = std::move(m);
-    } else if (type == "log") {
-        Log l;
-        l.level = r.string("level");
-        l.rank = r.integer("rank", 0);
-        l.message = r.string("message");
-        event = std::move(l);
-    } else if (type == "status") {
-        Status s;
-        std::string state = r.string("state");
-        if (r.ok()) {
-            if (auto st = run_state_from_string(state)) {
-                s.state = *st;
-            } else {
-                r.fail("unknown state " + quoted_type(state));
-            }
-        }
-        s.step = r.integer("step", 0);
-        s.total_steps = r.optional_integer("total_steps", 0);
-        s.tokens_per_s = r.number("tokens_per_s");
-        s.eta_s = r.optional_number("eta_s");
-        event = s;
-    } else if (type == "checkpoint") {
-        CheckpointSaved c;
-        c.step = r.integer("step", 0);
-        c.path = r.string("path");
-        c.duration_s = r.number("duration_s");
-        event = std::move(c);
-    } else if (type == "error") {
-        event = ErrorEvent{r.string("message")};
-    } else if (type == "bye") {
-        std::string reason = r.string("exit_reason");
-        Bye b;
-        if (r.ok()) {
-            if (auto er = exit_reason_from_string(reason)) {
-                b.exit_reason = *er;
-            } else {
-                r.fail("unknown exit_reason " + quoted_type(reason));
-            }
-        }
-        event = b;
-    } else {
-        return DecodeError{"unknown event type " + quoted_type(type)};
-    }
-    if (!r.ok()) return DecodeError{type + ": " + r.error()};
-    return event;
+    if (auto decoded = decode_as<Event>(type, *parsed)) return *decoded;
+    return DecodeError{"unknown event type " + FieldReader::quoted(type)};
 }
 
 DecodedCommand decode_command(std::string_view line) {
@@ -391,17 +407,8 @@ DecodedCommand decode_command(std::string_view line) {
     std::string error;
     std::optional<Json> parsed = parse_envelope(line, type, error);
     if (!parsed) return DecodeError{error};
-    Reader r(*parsed);
-    Command command;
-    if (type == "checkpoint") {
-        command = SaveCheckpoint{};
-    } else if (type == "stop") {
-        command = Stop{r.boolean("checkpoint", true)};
-    } else {
-        return DecodeError{"unknown command type " + quoted_type(type)};
-    }
-    if (!r.ok()) return DecodeError{type + ": " + r.error()};
-    return command;
+    if (auto decoded = decode_as<Command>(type, *parsed)) return *decoded;
+    return DecodeError{"unknown command type " + FieldReader::quoted(type)};
 }
 
 }  // namespace lathe::protocol

@@ -6,7 +6,7 @@
 // as a DecodeError with the reason, so both sides can log it and carry on.
 #pragma once
 
-#include "config/io.h"
+#include "engine/config/io.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -36,73 +36,122 @@ const char* to_string(ExitReason r);
 std::optional<RunState> run_state_from_string(std::string_view s);
 std::optional<ExitReason> exit_reason_from_string(std::string_view s);
 
+// Each message lists its fields once, in visit(): name, member and, for integers, the smallest
+// value accepted. The encoder, the decoder (which names the first bad field) and operator== all
+// walk that list. `kType` is the wire type.
+
+/// The smallest value an integer field accepts.
+struct AtLeast {
+    int64_t value;
+};
+
 // ---- events: engine -> GUI -------------------------------------------------------------------
 
 /// First event on a connection.
 struct Hello {
-    int protocol_version = kVersion;
+    static constexpr const char* kType = "hello";
+    int64_t protocol_version = kVersion;
     int64_t world_size = 1;
-    std::string device;   ///< "cpu", "cuda", ...
-    std::string run_dir;  ///< the run folder (checkpoints, metrics, logs)
+    std::string device;            ///< "cpu", "cuda", ...
+    std::string run_dir;           ///< the run folder (checkpoints, metrics, logs)
     Json config = Json::object();  ///< the resolved ExperimentConfig
-    bool operator==(const Hello& o) const {
-        return protocol_version == o.protocol_version && world_size == o.world_size &&
-               device == o.device && run_dir == o.run_dir && config == o.config;
+    template <class V>
+    void visit(V& v) {
+        v("protocol_version", protocol_version);
+        v("world_size", world_size, AtLeast{1});
+        v("device", device);
+        v("run_dir", run_dir);
+        v("config", config);
     }
+    bool operator==(const Hello& o) const;
 };
 
 /// Metrics of one step, already reduced across ranks. Non-finite values travel as null and come
 /// back as NaN.
 struct Metrics {
+    static constexpr const char* kType = "metrics";
     int64_t step = 0;
-    int64_t tokens = 0;     ///< tokens seen so far (global)
-    double wall_time = 0;   ///< seconds since the start of training
+    int64_t tokens = 0;                                  ///< tokens seen so far (global)
+    double wall_time = 0;                                ///< seconds since the start of training
     std::vector<std::pair<std::string, double>> values;  ///< name -> value, in the sender's order
+    template <class V>
+    void visit(V& v) {
+        v("step", step, AtLeast{0});
+        v("tokens", tokens, AtLeast{0});
+        v("wall_time", wall_time);
+        v("values", values);
+    }
     bool operator==(const Metrics& o) const;
 };
 
 /// A log record of one rank. level: "debug", "info", "warning" or "error".
 struct Log {
+    static constexpr const char* kType = "log";
     std::string level = "info";
     int64_t rank = 0;
     std::string message;
-    bool operator==(const Log& o) const {
-        return level == o.level && rank == o.rank && message == o.message;
+    template <class V>
+    void visit(V& v) {
+        v("level", level);
+        v("rank", rank, AtLeast{0});
+        v("message", message);
     }
+    bool operator==(const Log& o) const;
 };
 
 struct Status {
+    static constexpr const char* kType = "status";
     RunState state = RunState::starting;
     int64_t step = 0;
     std::optional<int64_t> total_steps;  ///< null when unknown (e.g. a duration in tokens)
     double tokens_per_s = 0;
     std::optional<double> eta_s;  ///< null when unknown
-    bool operator==(const Status& o) const {
-        return state == o.state && step == o.step && total_steps == o.total_steps &&
-               tokens_per_s == o.tokens_per_s && eta_s == o.eta_s;
+    template <class V>
+    void visit(V& v) {
+        v("state", state);
+        v("step", step, AtLeast{0});
+        v("total_steps", total_steps, AtLeast{0});
+        v("tokens_per_s", tokens_per_s);
+        v("eta_s", eta_s);
     }
+    bool operator==(const Status& o) const;
 };
 
 /// A checkpoint was written completely (wire type "checkpoint").
 struct CheckpointSaved {
+    static constexpr const char* kType = "checkpoint";
     int64_t step = 0;
     std::string path;
     double duration_s = 0;
-    bool operator==(const CheckpointSaved& o) const {
-        return step == o.step && path == o.path && duration_s == o.duration_s;
+    template <class V>
+    void visit(V& v) {
+        v("step", step, AtLeast{0});
+        v("path", path);
+        v("duration_s", duration_s);
     }
+    bool operator==(const CheckpointSaved& o) const;
 };
 
 /// A failure worth showing to the user; usually followed by bye{failed}.
 struct ErrorEvent {
+    static constexpr const char* kType = "error";
     std::string message;
-    bool operator==(const ErrorEvent& o) const { return message == o.message; }
+    template <class V>
+    void visit(V& v) {
+        v("message", message);
+    }
+    bool operator==(const ErrorEvent& o) const;
 };
 
 /// Last event on a connection.
 struct Bye {
+    static constexpr const char* kType = "bye";
     ExitReason exit_reason = ExitReason::finished;
-    bool operator==(const Bye& o) const { return exit_reason == o.exit_reason; }
+    template <class V>
+    void visit(V& v) {
+        v("exit_reason", exit_reason);
+    }
+    bool operator==(const Bye& o) const;
 };
 
 using Event = std::variant<Hello, Metrics, Log, Status, CheckpointSaved, ErrorEvent, Bye>;
@@ -111,13 +160,22 @@ using Event = std::variant<Hello, Metrics, Log, Status, CheckpointSaved, ErrorEv
 
 /// Save a checkpoint at the next step boundary (wire type "checkpoint").
 struct SaveCheckpoint {
+    static constexpr const char* kType = "checkpoint";
+    template <class V>
+    void visit(V&) {}
     bool operator==(const SaveCheckpoint&) const { return true; }
 };
 
 /// Graceful stop: finish the step, save a final checkpoint unless `checkpoint` is false, exit 0.
+/// (`checkpoint` may be left out: true.)
 struct Stop {
+    static constexpr const char* kType = "stop";
     bool checkpoint = true;
-    bool operator==(const Stop& o) const { return checkpoint == o.checkpoint; }
+    template <class V>
+    void visit(V& v) {
+        v("checkpoint", checkpoint);
+    }
+    bool operator==(const Stop& o) const;
 };
 
 using Command = std::variant<SaveCheckpoint, Stop>;

@@ -1,4 +1,4 @@
-#include "async_sink_writer.h"
+#include "engine/sinks/async_sink_writer.h"
 
 #include <cstdio>
 #include <ctime>

@@ -1,7 +1,7 @@
 // AsyncSinkWriter: moves metric I/O off the training thread.
 #pragma once
 
-#include "metric_sink.h"
+#include "engine/sinks/metric_sink.h"
 
 #include <condition_variable>
 #include <cstddef>

@@ -1,10 +1,10 @@
 // lathe-sinks-bench: records per second for each metric sink and for AsyncSinkWriter.
 // Usage: lathe-sinks-bench [records=100000] [metrics_per_record=16] [dir=$TMPDIR]
-#include "sinks/async_sink_writer.h"
-#include "sinks/csv_sink.h"
-#include "sinks/jsonl_sink.h"
-#include "sinks/run_sinks.h"
-#include "sinks/tensorboard_sink.h"
+#include "engine/sinks/async_sink_writer.h"
+#include "engine/sinks/csv_sink.h"
+#include "engine/sinks/jsonl_sink.h"
+#include "engine/sinks/run_sinks.h"
+#include "engine/sinks/tensorboard_sink.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
-#include "csv_sink.h"
+#include "engine/sinks/csv_sink.h"
 
-#include "number_text.h"
+#include "engine/sinks/number_text.h"
 
 #include <cmath>
 

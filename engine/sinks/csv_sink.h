@@ -1,7 +1,7 @@
 // CsvSink: metrics.csv in long format, so metrics that appear mid-run need no new columns.
 #pragma once
 
-#include "file_writer.h"
+#include "engine/sinks/file_writer.h"
 
 #include <string>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "file_writer.h"
+#include "engine/sinks/file_writer.h"
 
 #include <cerrno>
 #include <stdexcept>

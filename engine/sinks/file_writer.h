@@ -3,7 +3,7 @@
 // MetricSink of one file, whose subclasses only say how to open it and write a record.
 #pragma once
 
-#include "metric_sink.h"
+#include "engine/sinks/metric_sink.h"
 
 #include <cstdio>
 #include <string>

@@ -1,4 +1,4 @@
-#include "jsonl_reader.h"
+#include "engine/sinks/jsonl_reader.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 // Reading metrics.jsonl back (GUI, tests, tools). Torch-free and Qt-free.
 #pragma once
 
-#include "metric_record.h"
+#include "engine/sinks/metric_record.h"
 
 #include <cstddef>
 #include <cstdint>

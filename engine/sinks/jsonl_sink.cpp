@@ -1,6 +1,6 @@
-#include "jsonl_sink.h"
+#include "engine/sinks/jsonl_sink.h"
 
-#include "number_text.h"
+#include "engine/sinks/number_text.h"
 
 #include <cmath>
 

@@ -1,7 +1,7 @@
 // JsonlSink: metrics.jsonl, one JSON object per step; the GUI reads it back (jsonl_reader.h).
 #pragma once
 
-#include "file_writer.h"
+#include "engine/sinks/file_writer.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "metric_sink.h"
+#include "engine/sinks/metric_sink.h"
 
 #include <cstdio>
 #include <exception>

@@ -2,7 +2,7 @@
 // the state machine and the failure policy; subclasses fill in the protected hooks.
 #pragma once
 
-#include "metric_record.h"
+#include "engine/sinks/metric_record.h"
 
 #include <cstdint>
 #include <functional>

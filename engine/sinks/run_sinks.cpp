@@ -1,8 +1,8 @@
-#include "run_sinks.h"
+#include "engine/sinks/run_sinks.h"
 
-#include "csv_sink.h"
-#include "jsonl_sink.h"
-#include "tensorboard_sink.h"
+#include "engine/sinks/csv_sink.h"
+#include "engine/sinks/jsonl_sink.h"
+#include "engine/sinks/tensorboard_sink.h"
 
 #include <filesystem>
 

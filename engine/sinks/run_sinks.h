@@ -1,7 +1,7 @@
 // The standard metric files of a run folder, for the metric_saver callback (rank 0).
 #pragma once
 
-#include "metric_sink.h"
+#include "engine/sinks/metric_sink.h"
 
 #include <memory>
 #include <string>

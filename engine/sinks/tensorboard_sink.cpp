@@ -1,6 +1,6 @@
-#include "tensorboard_sink.h"
+#include "engine/sinks/tensorboard_sink.h"
 
-#include "crc32c.h"
+#include "engine/run_folder/crc32c.h"
 
 #include <unistd.h>
 
@@ -11,6 +11,9 @@
 namespace lathe::sinks {
 
 namespace tfevents {
+
+using run_folder::crc32c;
+using run_folder::mask_crc;
 
 namespace {
 

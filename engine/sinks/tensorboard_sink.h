@@ -2,7 +2,7 @@
 // by hand so the engine needs neither protobuf nor TensorFlow.
 #pragma once
 
-#include "file_writer.h"
+#include "engine/sinks/file_writer.h"
 
 #include <string>
 #include <string_view>

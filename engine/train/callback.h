@@ -2,8 +2,8 @@
 // Higher priority runs first; ties keep the order in which callbacks were added.
 #pragma once
 
-#include "data/data_loader.h"
-#include "metrics/bookkeeping.h"
+#include "engine/data/data_loader.h"
+#include "engine/metrics/bookkeeping.h"
 
 #include <nlohmann/json.hpp>
 

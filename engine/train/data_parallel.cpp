@@ -1,13 +1,16 @@
-#include "train/data_parallel.h"
+#include "engine/train/data_parallel.h"
 
-#include "util/error.h"
+#include "engine/util/error.h"
 
 namespace lathe::train {
 
-DistributedDataParallel::DistributedDataParallel(std::vector<torch::Tensor> params, const dist::Group& group,
+DistributedDataParallel::DistributedDataParallel(std::vector<torch::Tensor> params,
+                                                 const dist::Group& group,
                                                  const config::DataParallelConfig& cfg)
-    : params_(std::move(params)), group_(group),
-      reduce_dtype_(cfg.reduce_dtype == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32) {
+    : params_(std::move(params)),
+      group_(group),
+      reduce_dtype_(cfg.reduce_dtype == config::DType::bfloat16 ? torch::kBFloat16
+                                                                : torch::kFloat32) {
     // Buckets follow the reverse of registration order: roughly the order gradients arrive in.
     const int64_t cap_bytes = static_cast<int64_t>(cfg.bucket_cap_mb * 1024 * 1024);
     bucket_of_.resize(params_.size());
@@ -16,7 +19,8 @@ DistributedDataParallel::DistributedDataParallel(std::vector<torch::Tensor> para
     int64_t cur_bytes = 0, cur_numel = 0;
     auto close = [&] {
         if (cur.params.empty()) return;
-        cur.flat = torch::zeros({cur_numel}, torch::TensorOptions().dtype(reduce_dtype_).device(params_[0].device()));
+        cur.flat = torch::zeros(
+            {cur_numel}, torch::TensorOptions().dtype(reduce_dtype_).device(params_[0].device()));
         buckets_.push_back(std::move(cur));
         cur = Bucket();
         cur_bytes = cur_numel = 0;
@@ -37,7 +41,8 @@ DistributedDataParallel::DistributedDataParallel(std::vector<torch::Tensor> para
 }
 
 std::string DistributedDataParallel::describe() const {
-    return "DDP over " + std::to_string(group_.size()) + " ranks, " + std::to_string(buckets_.size()) + " bucket(s)";
+    return "DDP over " + std::to_string(group_.size()) + " ranks, " +
+           std::to_string(buckets_.size()) + " bucket(s)";
 }
 
 void DistributedDataParallel::before_backward(bool last) {
@@ -77,7 +82,8 @@ void DistributedDataParallel::launch(Bucket& b) {
 }
 
 void DistributedDataParallel::launch_ready_buckets() {
-    while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
+    while (next_launch_ < buckets_.size() &&
+           buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
         launch(buckets_[next_launch_++]);
     }
 }
@@ -101,7 +107,8 @@ void DistributedDataParallel::finish_backward() {
         }
     }
     launch_ready_buckets();
-    if (next_launch_ != buckets_.size()) throw Error("DDP: not every gradient bucket was launched (internal error)");
+    if (next_launch_ != buckets_.size())
+        throw Error("DDP: not every gradient bucket was launched (internal error)");
     const double inv = 1.0 / static_cast<double>(group_.size());
     for (auto& b : buckets_) {
         if (b.work) b.work->wait();

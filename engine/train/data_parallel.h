@@ -7,8 +7,8 @@
 // collectives in the same order.
 #pragma once
 
-#include "config/config.h"
-#include "distributed/env.h"
+#include "engine/config/config.h"
+#include "engine/distributed/env.h"
 
 #include <torch/torch.h>
 

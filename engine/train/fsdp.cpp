@@ -1,8 +1,8 @@
-#include "train/fsdp.h"
+#include "engine/train/fsdp.h"
 
-#include "train/autocast.h"
+#include "engine/train/autocast.h"
 
-#include "util/error.h"
+#include "engine/util/error.h"
 
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -10,23 +10,27 @@ namespace lathe::train {
 
 namespace {
 
-torch::ScalarType to_scalar(config::DType d) { return d == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32; }
-
+torch::ScalarType to_scalar(config::DType d) {
+    return d == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32;
+}
 
 // One unit as an autograd function: gather -> run -> free; backward: gather -> recompute -> grads
 // -> reduce-scatter into the shards.
 struct UnitFunction : public torch::autograd::Function<UnitFunction> {
-    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor shard0,
-                                 torch::Tensor shard1, FullyShardedDataParallel* fsdp, int64_t unit) {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                                 torch::Tensor shard0, torch::Tensor shard1,
+                                 FullyShardedDataParallel* fsdp, int64_t unit) {
         ctx->saved_data["fsdp"] = reinterpret_cast<int64_t>(fsdp);
         ctx->saved_data["unit"] = unit;
         const auto type = x.device().type();
         ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(type);
-        ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(at::autocast::get_autocast_dtype(type));
+        ctx->saved_data["autocast_dtype"] =
+            static_cast<int64_t>(at::autocast::get_autocast_dtype(type));
         ctx->save_for_backward({x});
         auto& u = fsdp->units()[static_cast<std::size_t>(unit)];
         std::vector<torch::Tensor> fulls;
-        for (const auto& g : u.groups) fulls.push_back(g.total > 0 ? fsdp->gather(g) : torch::Tensor());
+        for (const auto& g : u.groups)
+            fulls.push_back(g.total > 0 ? fsdp->gather(g) : torch::Tensor());
         fsdp->bind(u, fulls);
         torch::Tensor out;
         {
@@ -47,7 +51,8 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
         auto& u = fsdp->units()[static_cast<std::size_t>(unit)];
         std::vector<torch::Tensor> leaves;
         for (const auto& g : u.groups) {
-            leaves.push_back(g.total > 0 ? fsdp->gather(g).detach().requires_grad_(true) : torch::Tensor());
+            leaves.push_back(g.total > 0 ? fsdp->gather(g).detach().requires_grad_(true)
+                                         : torch::Tensor());
         }
         torch::Tensor xin = x.detach();
         const bool x_grad = xin.is_floating_point();
@@ -56,8 +61,9 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
             torch::AutoGradMode enable(true);
             // The forward's autocast state: backward runs outside the train step's autocast scope
             // (and on a GPU, on another thread).
-            AutocastScope autocast(x.device().type(), ctx->saved_data["autocast"].toBool(),
-                                   static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+            AutocastScope autocast(
+                x.device().type(), ctx->saved_data["autocast"].toBool(),
+                static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
             fsdp->bind(u, leaves);
             auto out = fsdp->model()->run_unit(unit, xin);
             torch::autograd::backward({out}, {grad_out[0]});
@@ -77,10 +83,9 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
 
 }  // namespace
 
-FullyShardedDataParallel::FullyShardedDataParallel(model::Transformer& model, const dist::Group& group,
-                                                   const config::DataParallelConfig& cfg,
-                                                   const std::function<bool(const std::string&)>& no_decay,
-                                                   const torch::Device& device)
+FullyShardedDataParallel::FullyShardedDataParallel(
+    model::Transformer& model, const dist::Group& group, const config::DataParallelConfig& cfg,
+    const std::function<bool(const std::string&)>& no_decay, const torch::Device& device)
     : model_(model), group_(group), reduce_dtype_(to_scalar(cfg.reduce_dtype)), device_(device) {
     if (cfg.param_dtype) param_dtype_ = to_scalar(*cfg.param_dtype);
     const int64_t world = group.size(), rank = group.rank();
@@ -105,12 +110,16 @@ FullyShardedDataParallel::FullyShardedDataParallel(model::Transformer& model, co
             if (g.total == 0) continue;
             g.padded = (g.total + world - 1) / world * world;
             const auto where = g.members[0]->device();
-            auto flat = torch::zeros({g.padded}, torch::TensorOptions().dtype(torch::kFloat32).device(where));
+            auto flat = torch::zeros({g.padded},
+                                     torch::TensorOptions().dtype(torch::kFloat32).device(where));
             for (std::size_t i = 0; i < g.members.size(); ++i) {
-                flat.narrow(0, g.offsets[i], g.numels[i]).copy_(g.members[i]->reshape({-1}).to(torch::kFloat32));
+                flat.narrow(0, g.offsets[i], g.numels[i])
+                    .copy_(g.members[i]->reshape({-1}).to(torch::kFloat32));
             }
             const int64_t per = g.padded / world;
-            g.shard = flat.narrow(0, rank * per, per).to(device_, /*non_blocking=*/false, /*copy=*/true).set_requires_grad(true);
+            g.shard = flat.narrow(0, rank * per, per)
+                          .to(device_, /*non_blocking=*/false, /*copy=*/true)
+                          .set_requires_grad(true);
             // Free the full parameter: the module keeps an empty placeholder until a unit runs.
             for (auto* m : g.members) m->set_data(empty_);
         }
@@ -120,8 +129,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(model::Transformer& model, co
 }
 
 std::string FullyShardedDataParallel::describe() const {
-    return "FSDP over " + std::to_string(group_.size()) + " ranks, " + std::to_string(units_.size()) + " units" +
-           (param_dtype_ ? std::string(", params in ") + c10::toString(*param_dtype_) : std::string());
+    return "FSDP over " + std::to_string(group_.size()) + " ranks, " +
+           std::to_string(units_.size()) + " units" +
+           (param_dtype_ ? std::string(", params in ") + c10::toString(*param_dtype_)
+                         : std::string());
 }
 
 torch::Tensor FullyShardedDataParallel::gather(const FlatGroup& g) const {
@@ -132,7 +143,8 @@ torch::Tensor FullyShardedDataParallel::gather(const FlatGroup& g) const {
     return param_dtype_ ? full.to(*param_dtype_) : full;
 }
 
-torch::Tensor FullyShardedDataParallel::scatter_grad(const torch::Tensor& full_grad, const FlatGroup& g) const {
+torch::Tensor FullyShardedDataParallel::scatter_grad(const torch::Tensor& full_grad,
+                                                     const FlatGroup& g) const {
     // Sum over ranks in reduce_dtype straight into this rank's slice (a reduce-scatter: each rank
     // receives only its shard), then average.
     auto buf = full_grad.to(reduce_dtype_).contiguous();
@@ -192,7 +204,8 @@ std::vector<std::vector<torch::Tensor>> FullyShardedDataParallel::optimizer_grou
     return out;
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::full_state(torch::optim::AdamW& optim) {
+std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::full_state(
+    torch::optim::AdamW& optim) {
     std::vector<std::pair<std::string, torch::Tensor>> model_part, optim_part;
     const bool keep = group_.rank() == 0;
     auto& state = optim.state();
@@ -227,11 +240,17 @@ std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::ful
                 sq = sq.to(torch::kCPU);
             }
             for (std::size_t i = 0; i < g.names.size(); ++i) {
-                model_part.emplace_back("model." + g.names[i], full.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
+                model_part.emplace_back(
+                    "model." + g.names[i],
+                    full.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
                 if (avg.defined()) {
                     const std::string p = "optim.state." + g.names[i] + ".";
-                    optim_part.emplace_back(p + "exp_avg", avg.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
-                    optim_part.emplace_back(p + "exp_avg_sq", sq.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
+                    optim_part.emplace_back(
+                        p + "exp_avg",
+                        avg.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
+                    optim_part.emplace_back(
+                        p + "exp_avg_sq",
+                        sq.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
                     optim_part.emplace_back(p + "step", torch::tensor({step}, torch::kInt64));
                 }
             }
@@ -245,12 +264,14 @@ void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch
                                                torch::optim::AdamW* optim) {
     torch::NoGradGuard no_grad;
     const int64_t world = group_.size(), rank = group_.rank();
-    auto get = [&](const std::string& key, const std::vector<int64_t>& shape) -> const torch::Tensor& {
+    auto get = [&](const std::string& key,
+                   const std::vector<int64_t>& shape) -> const torch::Tensor& {
         auto it = tensors.find(key);
         if (it == tensors.end()) throw Error("checkpoint has no tensor '" + key + "'");
         if (it->second.sizes().vec() != shape) {
-            throw Error("checkpoint tensor '" + key + "' has shape " + c10::str(it->second.sizes()) +
-                        " but the model needs " + c10::str(shape) + " (a different model config?)");
+            throw Error("checkpoint tensor '" + key + "' has shape " +
+                        c10::str(it->second.sizes()) + " but the model needs " + c10::str(shape) +
+                        " (a different model config?)");
         }
         return it->second;
     };
@@ -261,10 +282,13 @@ void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch
             auto slice = [&](const std::string& suffix, bool is_model) {
                 auto flat = torch::zeros({g.padded}, torch::kFloat32);
                 for (std::size_t i = 0; i < g.names.size(); ++i) {
-                    std::string key = is_model ? "model." + g.names[i] : "optim.state." + g.names[i] + "." + suffix;
-                    flat.narrow(0, g.offsets[i], g.numels[i]).copy_(get(key, g.shapes[i]).reshape({-1}).to(torch::kFloat32));
+                    std::string key = is_model ? "model." + g.names[i]
+                                               : "optim.state." + g.names[i] + "." + suffix;
+                    flat.narrow(0, g.offsets[i], g.numels[i])
+                        .copy_(get(key, g.shapes[i]).reshape({-1}).to(torch::kFloat32));
                 }
-                return flat.narrow(0, rank * per, per).to(device_, /*non_blocking=*/false, /*copy=*/true);
+                return flat.narrow(0, rank * per, per)
+                    .to(device_, /*non_blocking=*/false, /*copy=*/true);
             };
             g.shard.copy_(slice("", true));
             if (!optim) continue;

@@ -9,10 +9,10 @@
 // unit order forward and reverse order backward, the same on every rank.
 #pragma once
 
-#include "config/config.h"
-#include "distributed/env.h"
-#include "model/transformer.h"
-#include "train/data_parallel.h"
+#include "engine/config/config.h"
+#include "engine/distributed/env.h"
+#include "engine/model/transformer.h"
+#include "engine/train/data_parallel.h"
 
 #include <map>
 
@@ -23,8 +23,10 @@ public:
     /// `no_decay(name)` says which parameters go to the optimizer group without weight decay.
     /// The model's parameters are read where they are (the host, ideally) and only the shards
     /// are kept, on `device`.
-    FullyShardedDataParallel(model::Transformer& model, const dist::Group& group, const config::DataParallelConfig& cfg,
-                             const std::function<bool(const std::string&)>& no_decay, const torch::Device& device);
+    FullyShardedDataParallel(model::Transformer& model, const dist::Group& group,
+                             const config::DataParallelConfig& cfg,
+                             const std::function<bool(const std::string&)>& no_decay,
+                             const torch::Device& device);
     void before_backward(bool) override {}
     void finish_backward() override {}
     std::string describe() const override;
@@ -38,7 +40,8 @@ public:
     /// rank 0 gets them, in host memory, one unit at a time (a device never holds the whole model);
     /// the other ranks get an empty list.
     std::vector<std::pair<std::string, torch::Tensor>> full_state(torch::optim::AdamW& optim);
-    void load_full_state(const std::map<std::string, torch::Tensor>& tensors, torch::optim::AdamW* optim);
+    void load_full_state(const std::map<std::string, torch::Tensor>& tensors,
+                         torch::optim::AdamW* optim);
 
     /// Runs one unit with gathered parameters (used by the model's unit_runner).
     torch::Tensor run(int64_t unit, const torch::Tensor& x);

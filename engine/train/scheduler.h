@@ -2,13 +2,14 @@
 // (current, total) where both count steps or tokens as the config says.
 #pragma once
 
-#include "config/config.h"
+#include "engine/config/config.h"
 
 #include <cstdint>
 
 namespace lathe::train {
 
 /// The LR for `initial_lr` at position `current` of `t_max` (both in the scheduler's units).
-double scheduler_lr(const config::SchedulerConfig& s, double initial_lr, int64_t current, int64_t t_max);
+double scheduler_lr(const config::SchedulerConfig& s, double initial_lr, int64_t current,
+                    int64_t t_max);
 
 }  // namespace lathe::train

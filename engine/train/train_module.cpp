@@ -1,17 +1,16 @@
-#include "train/train_module.h"
+#include "engine/train/train_module.h"
 
-#include "train/autocast.h"
-#include "train/data_parallel.h"
-#include "train/fsdp.h"
-#include "train/scheduler.h"
-#include "train/trainer.h"
-#include "util/error.h"
-#include "util/log.h"
+#include "engine/train/autocast.h"
+#include "engine/train/data_parallel.h"
+#include "engine/train/fsdp.h"
+#include "engine/train/scheduler.h"
+#include "engine/train/trainer.h"
+#include "engine/util/error.h"
+#include "engine/util/log.h"
 
 #include <cstdlib>
 #include <limits>
 #include <optional>
-
 
 #include <cmath>
 
@@ -19,7 +18,8 @@ namespace lathe::train {
 
 using config::ReduceType;
 
-TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& cfg, dist::Environment& env)
+TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& cfg,
+                                               dist::Environment& env)
     : cfg_(cfg.train_module), full_cfg_(cfg), env_(env) {
     model_ = model::Transformer(cfg.model);
     const bool fsdp = env.distributed() && cfg_.dp_config.name == config::DataParallelType::fsdp;
@@ -35,9 +35,11 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
         bool is_norm = name.find("norm") != std::string::npos;
         return (is_embedding && !o.decay_embeddings) || (is_norm && !o.decay_norms);
     };
-    if (const char* nan_step = std::getenv("LATHE_INJECT_NAN_STEP")) inject_nan_step_ = std::atoll(nan_step);
+    if (const char* nan_step = std::getenv("LATHE_INJECT_NAN_STEP"))
+        inject_nan_step_ = std::atoll(nan_step);
     // LATHE_INJECT_NAN_LOSS=STEP: the recorded train/CE loss of that step is NaN (gradients stay finite).
-    if (const char* nan_loss = std::getenv("LATHE_INJECT_NAN_LOSS")) inject_nan_loss_step_ = std::atoll(nan_loss);
+    if (const char* nan_loss = std::getenv("LATHE_INJECT_NAN_LOSS"))
+        inject_nan_loss_step_ = std::atoll(nan_loss);
     // Fault injection for tests: LATHE_INJECT_FAULT=RANK:STEP makes that rank fail at that step.
     if (const char* fault = std::getenv("LATHE_INJECT_FAULT")) {
         std::string f(fault);
@@ -48,25 +50,30 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
     }
     std::vector<std::vector<torch::Tensor>> groups_params;
     if (fsdp) {
-        auto wrapper = std::make_unique<FullyShardedDataParallel>(model_, env.dp_group(), cfg_.dp_config, is_no_decay,
-                                                                  env.device());
+        auto wrapper = std::make_unique<FullyShardedDataParallel>(
+            model_, env.dp_group(), cfg_.dp_config, is_no_decay, env.device());
         model_->to(env.device());  // what is left: buffers and the emptied parameter placeholders
         fsdp_ = wrapper.get();
         groups_params = wrapper->optimizer_groups();
         dp_ = std::move(wrapper);
     } else {
         std::vector<torch::Tensor> decay, no_decay;
-        for (auto& p : model_->named_parameters()) (is_no_decay(p.key()) ? no_decay : decay).push_back(p.value());
+        for (auto& p : model_->named_parameters())
+            (is_no_decay(p.key()) ? no_decay : decay).push_back(p.value());
         groups_params.push_back(decay);
         if (!no_decay.empty()) groups_params.push_back(no_decay);
         if (env.distributed()) {
-            dp_ = std::make_unique<DistributedDataParallel>(model_->parameters(), env.dp_group(), cfg_.dp_config);
+            dp_ = std::make_unique<DistributedDataParallel>(model_->parameters(), env.dp_group(),
+                                                            cfg_.dp_config);
         } else {
             dp_ = std::make_unique<NoDataParallel>();
         }
         dp_->set_grad_params(model_->parameters());
     }
-    auto opts = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
+    auto opts = torch::optim::AdamWOptions(o.lr)
+                    .betas({o.beta1, o.beta2})
+                    .eps(o.eps)
+                    .weight_decay(o.weight_decay);
     std::vector<torch::optim::OptimizerParamGroup> groups;
     for (std::size_t g = 0; g < groups_params.size(); ++g) {
         auto go = opts;
@@ -91,7 +98,8 @@ void TransformerTrainModule::pre_train(const data::DataLoader& loader) {
 
 void TransformerTrainModule::train_batch(const data::Batch& batch) {
     if (trainer_->global_step() == inject_fault_step_) {
-        throw Error("injected fault at step " + std::to_string(inject_fault_step_) + " (LATHE_INJECT_FAULT)");
+        throw Error("injected fault at step " + std::to_string(inject_fault_step_) +
+                    " (LATHE_INJECT_FAULT)");
     }
     model_->train();
     // Labels: inputs shifted left; the last position has no label. Made and counted on the host,
@@ -105,7 +113,8 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
     auto input_ids = host_ids.to(env_.device(), /*non_blocking=*/true);
     auto labels = host_labels.to(env_.device(), /*non_blocking=*/true);
     trainer_->record_metric("train/masked labels (%)",
-                            1.0 - num_loss_tokens / static_cast<double>(labels.numel()), ReduceType::mean);
+                            1.0 - num_loss_tokens / static_cast<double>(labels.numel()),
+                            ReduceType::mean);
 
     const int64_t mb_rows = cfg_.rank_microbatch_size / seq;
     const int64_t rows = input_ids.size(0);
@@ -121,20 +130,24 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
             std::optional<AutocastScope> autocast;
             if (cfg_.autocast_precision) {
                 autocast.emplace(env_.device().type(), true,
-                                 *cfg_.autocast_precision == config::DType::bfloat16 ? at::kBFloat16 : at::kFloat);
+                                 *cfg_.autocast_precision == config::DType::bfloat16 ? at::kBFloat16
+                                                                                     : at::kFloat);
             }
-            out = model_->forward_loss(input_ids.narrow(0, start, len), labels.narrow(0, start, len), num_loss_tokens,
+            out = model_->forward_loss(input_ids.narrow(0, start, len),
+                                       labels.narrow(0, start, len), num_loss_tokens,
                                        cfg_.z_loss_multiplier, cfg_.label_ignore_index);
         }
         dp_->before_backward(m == n_micro - 1);
         // Fault injection for tests: NaN gradients (the logged loss stays finite).
-        if (trainer_->global_step() == inject_nan_step_) out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
+        if (trainer_->global_step() == inject_nan_step_)
+            out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
         out.loss.backward();
         ce_total += out.ce_loss;
         if (out.z_loss.defined()) z_total = z_total.defined() ? z_total + out.z_loss : out.z_loss;
     }
     dp_->finish_backward();
-    if (trainer_->global_step() == inject_nan_loss_step_) ce_total = ce_total * std::numeric_limits<double>::quiet_NaN();
+    if (trainer_->global_step() == inject_nan_loss_step_)
+        ce_total = ce_total * std::numeric_limits<double>::quiet_NaN();
     trainer_->record_metric("train/CE loss", ce_total, ReduceType::mean);
     if (z_total.defined()) trainer_->record_metric("train/Z loss", z_total, ReduceType::mean);
 }
@@ -146,7 +159,8 @@ void TransformerTrainModule::optim_step() {
         if (p.grad().defined()) grads.push_back(p.grad());
     }
     // Total gradient norm in fp32 (gradients are already averaged over ranks; FSDP sums its shards).
-    torch::Tensor total = torch::zeros({}, torch::TensorOptions().device(env_.device()).dtype(torch::kFloat32));
+    torch::Tensor total =
+        torch::zeros({}, torch::TensorOptions().device(env_.device()).dtype(torch::kFloat32));
     for (const auto& g : grads) total += g.to(torch::kFloat32).pow(2).sum();
     dp_->reduce_grad_norm_sq(total);
     total = total.sqrt();
@@ -173,18 +187,19 @@ void TransformerTrainModule::optim_step() {
     if (!last_grads_finite_) {
         switch (non_finite_action_) {
             case config::StabilityAction::stop:
-                throw Error("non-finite gradient norm (" + std::string(std::isnan(norm) ? "nan" : "inf") +
-                            ") at step " + std::to_string(tr.global_step()));
+                throw Error("non-finite gradient norm (" +
+                            std::string(std::isnan(norm) ? "nan" : "inf") + ") at step " +
+                            std::to_string(tr.global_step()));
             case config::StabilityAction::warn:
-                log::warn("non-finite gradient norm ({}) at step {}; stepping anyway (non_finite_grads=warn)",
-                          std::isnan(norm) ? "nan" : "inf",
-                          tr.global_step());
+                log::warn(
+                    "non-finite gradient norm ({}) at step {}; stepping anyway "
+                    "(non_finite_grads=warn)",
+                    std::isnan(norm) ? "nan" : "inf", tr.global_step());
                 optim_->step();
                 return;
             case config::StabilityAction::skip:
                 log::warn("non-finite gradient norm ({}) at step {}; skipping the optimizer step",
-                          std::isnan(norm) ? "nan" : "inf",
-                          tr.global_step());
+                          std::isnan(norm) ? "nan" : "inf", tr.global_step());
                 break;
         }
     }
@@ -196,7 +211,9 @@ void TransformerTrainModule::optim_step() {
     optim_->step();
 }
 
-void TransformerTrainModule::zero_grads() { optim_->zero_grad(/*set_to_none=*/true); }
+void TransformerTrainModule::zero_grads() {
+    optim_->zero_grad(/*set_to_none=*/true);
+}
 
 std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch& batch) {
     torch::NoGradGuard no_grad;
@@ -228,7 +245,8 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state
             const std::string& name = names.at(p.unsafeGetTensorImpl());
             out.emplace_back("optim.state." + name + ".exp_avg", s.exp_avg());
             out.emplace_back("optim.state." + name + ".exp_avg_sq", s.exp_avg_sq());
-            out.emplace_back("optim.state." + name + ".step", torch::tensor({s.step()}, torch::kInt64));
+            out.emplace_back("optim.state." + name + ".step",
+                             torch::tensor({s.step()}, torch::kInt64));
         }
     }
     return out;
@@ -245,8 +263,9 @@ void TransformerTrainModule::load_state_tensors(const std::map<std::string, torc
         auto it = tensors.find(key);
         if (it == tensors.end()) throw Error("checkpoint has no tensor '" + key + "'");
         if (it->second.sizes() != like.sizes()) {
-            throw Error("checkpoint tensor '" + key + "' has shape " + c10::str(it->second.sizes()) +
-                        " but the model needs " + c10::str(like.sizes()) + " (a different model config?)");
+            throw Error("checkpoint tensor '" + key + "' has shape " +
+                        c10::str(it->second.sizes()) + " but the model needs " +
+                        c10::str(like.sizes()) + " (a different model config?)");
         }
         return it->second;
     };

@@ -2,10 +2,11 @@
 // schedule, data parallelism (DDP or FSDP), after OLMo-core's TransformerTrainModule.
 #pragma once
 
-#include "config/config.h"
-#include "data/data_loader.h"
-#include "distributed/env.h"
-#include "model/transformer.h"
+#include "engine/checkpoint/stateful.h"
+#include "engine/config/config.h"
+#include "engine/data/data_loader.h"
+#include "engine/distributed/env.h"
+#include "engine/model/transformer.h"
 
 #include <torch/torch.h>
 
@@ -17,10 +18,10 @@ class Trainer;
 class DataParallel;
 class FullyShardedDataParallel;
 
-class TransformerTrainModule {
+class TransformerTrainModule : public checkpoint::Stateful {
 public:
     TransformerTrainModule(const config::ExperimentConfig& cfg, dist::Environment& env);
-    ~TransformerTrainModule();
+    ~TransformerTrainModule() override;
 
     void attach(Trainer* trainer) { trainer_ = trainer; }
     /// Checks batch divisibility against the data loader (OLMo-core does this in pre_train).
@@ -34,7 +35,9 @@ public:
     /// Held-out loss of one batch: (sum of CE over tokens, number of tokens).
     std::pair<double, int64_t> eval_batch(const data::Batch& batch);
 
-    int64_t num_flops_per_token(int64_t seq_len) const { return model_->num_flops_per_token(seq_len); }
+    int64_t num_flops_per_token(int64_t seq_len) const {
+        return model_->num_flops_per_token(seq_len);
+    }
     model::Transformer& model() { return model_; }
     torch::optim::AdamW& optimizer() { return *optim_; }
     DataParallel& data_parallel() { return *dp_; }
@@ -48,9 +51,10 @@ public:
 
     /// Full (unsharded) model and optimizer tensors, keyed by OLMo-core-like names:
     /// "model.<param>", "optim.state.<param>.exp_avg|exp_avg_sq|step".
-    std::vector<std::pair<std::string, torch::Tensor>> state_tensors();
+    std::vector<std::pair<std::string, torch::Tensor>> state_tensors() override;
     /// Loads tensors saved by state_tensors(); throws lathe::Error naming the key on a mismatch.
-    void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors, bool load_optim);
+    void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
+                            bool load_optim) override;
 
 private:
     std::vector<std::vector<torch::Tensor>> param_groups_;
@@ -68,7 +72,8 @@ private:
     config::StabilityAction non_finite_action_ = config::StabilityAction::skip;
     int64_t inject_nan_step_ = -1;
     int64_t inject_nan_loss_step_ = -1;  // LATHE_INJECT_NAN_LOSS=STEP
-    int64_t inject_fault_step_ = -1;  // LATHE_INJECT_FAULT=RANK:STEP  // fault injection for tests: LATHE_INJECT_NAN_STEP
+    int64_t inject_fault_step_ =
+        -1;  // LATHE_INJECT_FAULT=RANK:STEP  // fault injection for tests: LATHE_INJECT_NAN_STEP
 };
 
 }  // namespace lathe::train

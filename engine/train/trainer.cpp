@@ -1,23 +1,28 @@
-#include "train/trainer.h"
+#include "engine/train/trainer.h"
 
-#include "checkpoint/checkpointer.h"
-#include "config/io.h"
-#include "util/error.h"
-#include "util/log.h"
+#include "engine/checkpoint/checkpointer.h"
+#include "engine/config/io.h"
+#include "engine/run_folder/checkpoint_names.h"
+#include "engine/run_folder/layout.h"
+#include "engine/util/error.h"
+#include "engine/util/log.h"
+#include "engine/util/stop_signals.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <csignal>
-#include <unistd.h>
 
 namespace lathe::train {
 
 using config::MetricMergeStrategy;
 using config::ReduceType;
 
-int64_t Callback::step() const { return trainer_->global_step(); }
+int64_t Callback::step() const {
+    return trainer_->global_step();
+}
 
 namespace {
 
@@ -33,25 +38,17 @@ extern "C" void on_signal(int sig) {
     if (auto* flags = g_signal_target.load()) flags->cancel = true;
 }
 
+// Routes SIGINT/SIGTERM to `flags` while it lives.
 class SignalScope {
 public:
     explicit SignalScope(ControlFlags* flags) {
         g_signal_number = 0;
         g_signal_target = flags;
-        struct sigaction sa {};
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int_);
-        sigaction(SIGTERM, &sa, &old_term_);
     }
-    ~SignalScope() {
-        sigaction(SIGINT, &old_int_, nullptr);
-        sigaction(SIGTERM, &old_term_, nullptr);
-        g_signal_target = nullptr;
-    }
+    ~SignalScope() { g_signal_target = nullptr; }
 
 private:
-    struct sigaction old_int_ {}, old_term_ {};
+    StopSignalHandler handler_{on_signal};
 };
 
 std::string to_hex(const torch::Tensor& bytes) {
@@ -71,18 +68,24 @@ torch::Tensor from_hex(const std::string& s) {
     auto t = torch::empty({static_cast<int64_t>(s.size() / 2)}, torch::kUInt8);
     auto* p = t.data_ptr<uint8_t>();
     auto val = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-    for (std::size_t i = 0; i + 1 < s.size(); i += 2) p[i / 2] = static_cast<uint8_t>(val(s[i]) * 16 + val(s[i + 1]));
+    for (std::size_t i = 0; i + 1 < s.size(); i += 2)
+        p[i / 2] = static_cast<uint8_t>(val(s[i]) * 16 + val(s[i + 1]));
     return t;
 }
 
 }  // namespace
 
-Trainer::Trainer(const config::ExperimentConfig& cfg, dist::Environment& env, TransformerTrainModule& train_module,
-                 data::DataLoader& data_loader, std::string save_folder)
-    : cfg_(cfg), env_(env), train_module_(train_module), data_loader_(data_loader),
+Trainer::Trainer(const config::ExperimentConfig& cfg, dist::Environment& env,
+                 TransformerTrainModule& train_module, data::DataLoader& data_loader,
+                 std::string save_folder)
+    : cfg_(cfg),
+      env_(env),
+      train_module_(train_module),
+      data_loader_(data_loader),
       save_folder_(std::move(save_folder)) {
     checkpointer_ = std::make_unique<checkpoint::Checkpointer>(env, cfg.trainer.save_overwrite);
-    bookkeeper_ = std::make_unique<metrics::Bookkeeper>(cfg.trainer.async_bookkeeping.value_or(true));
+    bookkeeper_ =
+        std::make_unique<metrics::Bookkeeper>(cfg.trainer.async_bookkeeping.value_or(true));
     train_module_.attach(this);
 }
 
@@ -92,7 +95,8 @@ Trainer::~Trainer() {
 
 void Trainer::add_callback(const std::string& name, std::unique_ptr<Callback> cb) {
     cb->trainer_ = this;
-    auto it = std::find_if(callbacks_.begin(), callbacks_.end(), [&](const auto& p) { return p.first == name; });
+    auto it = std::find_if(callbacks_.begin(), callbacks_.end(),
+                           [&](const auto& p) { return p.first == name; });
     if (it != callbacks_.end()) {
         it->second = std::move(cb);
     } else {
@@ -102,8 +106,9 @@ void Trainer::add_callback(const std::string& name, std::unique_ptr<Callback> cb
     // every rank because callbacks issue collectives.
     ordered_.clear();
     for (auto& [n, c] : callbacks_) ordered_.emplace_back(n, c.get());
-    std::stable_sort(ordered_.begin(), ordered_.end(),
-                     [](const auto& a, const auto& b) { return a.second->priority() > b.second->priority(); });
+    std::stable_sort(ordered_.begin(), ordered_.end(), [](const auto& a, const auto& b) {
+        return a.second->priority() > b.second->priority();
+    });
     callbacks_.back().second->post_attach();
 }
 
@@ -114,7 +119,9 @@ Callback* Trainer::callback(const std::string& name) const {
     return nullptr;
 }
 
-std::vector<std::pair<std::string, Callback*>> Trainer::callbacks_in_order() const { return ordered_; }
+std::vector<std::pair<std::string, Callback*>> Trainer::callbacks_in_order() const {
+    return ordered_;
+}
 
 // ---- durations ----------------------------------------------------------------------------------
 
@@ -122,12 +129,15 @@ int64_t Trainer::max_steps() const {
     const auto& d = cfg_.trainer.max_duration;
     const int64_t tpb = tokens_per_batch();
     switch (d.unit) {
-        case config::DurationUnit::steps: return d.value;
+        case config::DurationUnit::steps:
+            return d.value;
         case config::DurationUnit::tokens:
-            return global_step_ + (std::max<int64_t>(d.value - global_train_tokens_seen_, 0) + tpb - 1) / tpb;
+            return global_step_ +
+                   (std::max<int64_t>(d.value - global_train_tokens_seen_, 0) + tpb - 1) / tpb;
         case config::DurationUnit::epochs: {
             if (epoch_ > d.value) return global_step_;
-            int64_t remaining = std::max<int64_t>(data_loader_.total_batches() - data_loader_.batches_processed(), 0);
+            int64_t remaining = std::max<int64_t>(
+                data_loader_.total_batches() - data_loader_.batches_processed(), 0);
             return global_step_ + remaining + (d.value - epoch_) * data_loader_.total_batches();
         }
     }
@@ -153,16 +163,18 @@ bool Trainer::training_complete() {
 
 // ---- metrics ------------------------------------------------------------------------------------
 
-void Trainer::record_metric(const std::string& name, const torch::Tensor& value, std::optional<ReduceType> reduce,
-                            MetricMergeStrategy merge) {
+void Trainer::record_metric(const std::string& name, const torch::Tensor& value,
+                            std::optional<ReduceType> reduce, MetricMergeStrategy merge) {
     std::lock_guard<std::mutex> lock(metrics_mu_);
     auto rt = reduce_types_.find(name);
     if (rt == reduce_types_.end()) {
         reduce_types_.emplace(name, reduce);
     } else if (rt->second != reduce) {
         throw Error("metric '" + name + "' was recorded with reduce type " +
-                    (rt->second ? config::enum_to_string(*rt->second) : std::string("none")) + " and now with " +
-                    (reduce ? config::enum_to_string(*reduce) : std::string("none")) + "; it may not change");
+                    (rt->second ? config::enum_to_string(*rt->second) : std::string("none")) +
+                    " and now with " +
+                    (reduce ? config::enum_to_string(*reduce) : std::string("none")) +
+                    "; it may not change");
     }
     auto v = value.detach().to(torch::kFloat64).reshape({});
     auto& step_metrics = metrics_[global_step_];
@@ -174,14 +186,26 @@ void Trainer::record_metric(const std::string& name, const torch::Tensor& value,
     auto& old = it->second;
     switch (merge) {
         case MetricMergeStrategy::warn:
-            log::warn("metric '{}' recorded twice at step {}; keeping the first value", name, global_step_);
+            log::warn("metric '{}' recorded twice at step {}; keeping the first value", name,
+                      global_step_);
             break;
-        case MetricMergeStrategy::latest: old = v; break;
-        case MetricMergeStrategy::oldest: break;
-        case MetricMergeStrategy::mean: old = (old + v) / 2; break;
-        case MetricMergeStrategy::sum: old = old + v; break;
-        case MetricMergeStrategy::max: old = torch::maximum(old, v); break;
-        case MetricMergeStrategy::min: old = torch::minimum(old, v); break;
+        case MetricMergeStrategy::latest:
+            old = v;
+            break;
+        case MetricMergeStrategy::oldest:
+            break;
+        case MetricMergeStrategy::mean:
+            old = (old + v) / 2;
+            break;
+        case MetricMergeStrategy::sum:
+            old = old + v;
+            break;
+        case MetricMergeStrategy::max:
+            old = torch::maximum(old, v);
+            break;
+        case MetricMergeStrategy::min:
+            old = torch::minimum(old, v);
+            break;
     }
 }
 
@@ -228,13 +252,7 @@ void Trainer::flush_metrics(bool before_current_step) {
     bookkeeper_->submit("reduce metrics", [this, local = std::move(local)] {
         auto reduced = metrics::reduce_metrics(local, env_.bookkeeping_group());
         for (auto& [step, m] : reduced) {
-            auto ce = m.find("train/CE loss");
-            if (ce != m.end()) {
-                if (!std::isfinite(ce->second)) {
-                    throw Error("non-finite loss (" + std::to_string(ce->second) + ") at step " + std::to_string(step));
-                }
-                if (ce->second < 10) m["train/PPL"] = std::exp(ce->second);
-            }
+            metrics::check_and_derive(step, m);
             for (auto& [name, cb] : ordered_) cb->pre_log_metrics(step, m);
             for (auto& [name, cb] : ordered_) cb->log_metrics(step, m);
         }
@@ -252,14 +270,15 @@ void Trainer::cancel_run(const std::string& reason) {
 }
 
 void Trainer::apply_control(int64_t bits, const std::string& reason) {
-    if (bits & 8) {
+    if (has(bits, ControlBit::bookkeeping_failed)) {
         bookkeeper_->join();
         bookkeeper_->check_error();  // this rank's own error, when it has one
-        throw Error("stopping at step " + std::to_string(global_step_) + ": the metrics bookkeeping of another rank failed");
+        throw Error("stopping at step " + std::to_string(global_step_) +
+                    ": the metrics bookkeeping of another rank failed");
     }
-    checkpoint_now_ = (bits & 2) != 0;
-    if (bits & 4) no_final_checkpoint_ = true;
-    if ((bits & 1) && !canceled_) {
+    checkpoint_now_ = has(bits, ControlBit::checkpoint);
+    if (has(bits, ControlBit::no_final_checkpoint)) no_final_checkpoint_ = true;
+    if (has(bits, ControlBit::cancel) && !canceled_) {
         canceled_ = true;
         cancel_reason_ = reason;
         log::info("stopping at step {}: {}", global_step_, reason);
@@ -268,11 +287,12 @@ void Trainer::apply_control(int64_t bits, const std::string& reason) {
 
 void Trainer::sync_control() {
     int64_t local = 0;
-    if (control_.cancel.exchange(false)) local |= 1;
-    if (control_.checkpoint.exchange(false)) local |= 2;
-    if (control_.stop_without_checkpoint.exchange(false)) local |= 4;
+    if (control_.cancel.exchange(false)) local |= bit(ControlBit::cancel);
+    if (control_.checkpoint.exchange(false)) local |= bit(ControlBit::checkpoint);
+    if (control_.stop_without_checkpoint.exchange(false))
+        local |= bit(ControlBit::no_final_checkpoint);
     std::string reason;
-    if (local & 1) {
+    if (has(local, ControlBit::cancel)) {
         std::lock_guard<std::mutex> lock(control_.mu);
         reason = control_.cancel_reason;
         if (reason.empty() && g_signal_number != 0) {
@@ -296,16 +316,24 @@ void Trainer::sync_control() {
     auto group = &env_.bookkeeping_group();
     auto* bk = bookkeeper_.get();
     control_future_ = bookkeeper_->submit("control", [group, local, result, bk] {
-        // Bit 8: this rank's bookkeeping has failed (operations run in order, so every failure of
-        // the metrics submitted before this op is known here).
-        auto t = torch::tensor({local & 1, (local >> 1) & 1, (local >> 2) & 1, int64_t{bk->failed() ? 1 : 0}}, torch::kInt64);
+        // bookkeeping_failed: operations run in order, so every failure of the metrics submitted
+        // before this op is known here. One 0/1 entry per bit, reduced with max.
+        const int64_t mine = local | (bk->failed() ? bit(ControlBit::bookkeeping_failed) : 0);
+        std::vector<int64_t> flags;
+        for (ControlBit b : kControlBits) flags.push_back(has(mine, b) ? 1 : 0);
+        auto t = torch::tensor(flags, torch::kInt64);
         group->all_reduce(t, dist::ReduceOp::max);
-        result->store(t[0].item<int64_t>() | (t[1].item<int64_t>() << 1) | (t[2].item<int64_t>() << 2) |
-                      (t[3].item<int64_t>() << 3));
+        int64_t agreed_bits = 0;
+        for (std::size_t i = 0; i < std::size(kControlBits); ++i)
+            if (t[static_cast<int64_t>(i)].item<int64_t>() != 0)
+                agreed_bits |= bit(kControlBits[i]);
+        result->store(agreed_bits);
     });
     if (!reason.empty()) *control_reason_ = reason;
     control_result_ = result;
-    apply_control(agreed, control_reason_ && !control_reason_->empty() ? *control_reason_ : "canceled by another rank");
+    apply_control(agreed, control_reason_ && !control_reason_->empty()
+                              ? *control_reason_
+                              : "canceled by another rank");
 }
 
 // ---- fit ----------------------------------------------------------------------------------------
@@ -317,7 +345,8 @@ void Trainer::fit() {
     const auto& t = cfg_.trainer;
     if (!t.no_checkpoints && t.load_strategy != config::LoadStrategy::never) {
         if (!checkpoint_loaded_) {
-            for (const auto& p : checkpointer_->clean_partial(save_folder_)) log::warn("removed partial checkpoint {}", p);
+            for (const auto& p : checkpointer_->clean_partial(save_folder_))
+                log::warn("removed partial checkpoint {}", p);
             env_.cpu_group().barrier();
             maybe_load_checkpoint(save_folder_, true, true);
         }
@@ -325,13 +354,14 @@ void Trainer::fit() {
             if (!checkpoint_loaded_) {
                 maybe_load_checkpoint(*t.load_path, t.load_trainer_state, t.load_optim_state);
             } else {
-                log::warn("ignoring load_path {}: a checkpoint was found in {}", *t.load_path, save_folder_);
+                log::warn("ignoring load_path {}: a checkpoint was found in {}", *t.load_path,
+                          save_folder_);
             }
         }
         if (!checkpoint_loaded_) {
             if (t.load_strategy == config::LoadStrategy::always) {
-                throw Error("load_strategy is always but no checkpoint was found in " + save_folder_ +
-                            (t.load_path ? " or " + *t.load_path : std::string()));
+                throw Error("load_strategy is always but no checkpoint was found in " +
+                            save_folder_ + (t.load_path ? " or " + *t.load_path : std::string()));
             }
             log::info("no checkpoint found: training from scratch");
         }
@@ -376,13 +406,16 @@ void Trainer::fit_epoch() {
         ++global_step_;
         record_async_checkpoint_duration();
         global_train_tokens_seen_ += data_loader_.global_batch_size();
-        global_train_petaflops_ += static_cast<double>(train_module_.num_flops_per_token(data_loader_.dataset().sequence_length())) *
+        global_train_petaflops_ += static_cast<double>(train_module_.num_flops_per_token(
+                                       data_loader_.dataset().sequence_length())) *
                                    static_cast<double>(data_loader_.global_batch_size()) / 1e15;
         bool skip = false;
-        for (const auto& r : cfg_.trainer.steps_to_skip) skip = skip || (r.start <= global_step_ && global_step_ < r.stop);
+        for (const auto& r : cfg_.trainer.steps_to_skip)
+            skip = skip || (r.start <= global_step_ && global_step_ < r.stop);
         for_each_callback([&](Callback& c) { c.pre_step(*batch); });
         if (skip) {
-            log::warn("skipping training on step {} intentionally (trainer.steps_to_skip)", global_step_);
+            log::warn("skipping training on step {} intentionally (trainer.steps_to_skip)",
+                      global_step_);
         } else {
             train_module_.train_batch(*batch);
             for_each_callback([](Callback& c) { c.pre_optim_step(); });
@@ -447,6 +480,15 @@ void Trainer::shutdown(bool gracefully) {
 
 // ---- checkpoints --------------------------------------------------------------------------------
 
+std::vector<std::pair<std::string, torch::Tensor>> Trainer::state_tensors() {
+    return train_module_.state_tensors();
+}
+
+void Trainer::load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
+                                 bool load_optim) {
+    train_module_.load_state_tensors(tensors, load_optim);
+}
+
 nlohmann::json Trainer::state_dict() const {
     nlohmann::json cbs = nlohmann::json::object();
     for (const auto& [n, c] : callbacks_) {
@@ -488,9 +530,11 @@ void Trainer::load_state_dict(const nlohmann::json& s) {
             std::lock_guard<std::mutex> lock(gen.mutex());
             gen.set_state(from_hex(s["rng"].at("torch").get<std::string>()));
         } else if (saved_world != env_.world_size()) {
-            log::warn("checkpoint was written by {} rank(s), this run has {}: model and optimizer state carry over, "
-                      "RNG states do not",
-                      saved_world, env_.world_size());
+            log::warn(
+                "checkpoint was written by {} rank(s), this run has {}: model and optimizer state "
+                "carry over, "
+                "RNG states do not",
+                saved_world, env_.world_size());
         }
     } catch (const nlohmann::json::exception& e) {
         throw Error(std::string("trainer state is malformed: ") + e.what());
@@ -498,17 +542,18 @@ void Trainer::load_state_dict(const nlohmann::json& s) {
 }
 
 std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
-    std::string dir = save_folder_ + "/step" + std::to_string(global_step_);
+    std::string dir =
+        run_folder::join(save_folder_, run_folder::checkpoint_folder_name(global_step_));
     // Metrics first, so callback state tied to them is current in the checkpoint.
     flush_metrics(/*before_current_step=*/true);
     bookkeeper_->join();
-    auto state = state_dict();
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::pair<std::string, std::string>> extra_files;
     if (cfg_.trainer.callbacks.config_saver.enabled) {
-        extra_files.emplace_back(cfg_.trainer.callbacks.config_saver.fname, config::to_json(cfg_).dump(2) + "\n");
+        extra_files.emplace_back(cfg_.trainer.callbacks.config_saver.fname,
+                                 config::to_json(cfg_).dump(2) + "\n");
     }
-    checkpointer_->save(dir, train_module_, state, ephemeral, async, extra_files,
+    checkpointer_->save(dir, *this, ephemeral, async, extra_files,
                         [this, dir, async](double seconds) {
                             // Recorded by the training thread at its next step (this may run on the writer thread).
                             if (async) pending_async_duration_ = seconds;
@@ -516,7 +561,8 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
                             for_each_callback([&](Callback& c) { c.post_checkpoint_saved(dir); });
                         });
     record_metric("checkpoint/save_duration_s",
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ReduceType::max);
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  ReduceType::max);
     return dir;
 }
 
@@ -537,11 +583,11 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
         const auto& path = candidates[i];
         auto t0 = std::chrono::steady_clock::now();
         try {
-            auto state = checkpointer_->load(path, train_module_, load_trainer_state.value_or(true),
-                                             load_optim_state.value_or(true));
-            if (!state.is_null()) load_state_dict(state);
+            checkpointer_->load(path, *this, load_trainer_state.value_or(true),
+                                load_optim_state.value_or(true));
             // Recorded with the first step trained after loading, so the loaded step is not logged twice.
-            pending_load_duration_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            pending_load_duration_ =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             log::info("loaded checkpoint {} (step {})", path, global_step_);
             for_each_callback([&](Callback& c) { c.post_checkpoint_loaded(path); });
             checkpoint_loaded_ = true;
@@ -550,7 +596,8 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
             bool can_fall_back = cfg_.trainer.load_strategy == config::LoadStrategy::if_available &&
                                  i + 1 < candidates.size();
             if (!can_fall_back) throw Error("cannot load checkpoint " + path, e);
-            log::warn("cannot load checkpoint {}: {}; falling back to {}", path, e.what(), candidates[i + 1]);
+            log::warn("cannot load checkpoint {}: {}; falling back to {}", path, e.what(),
+                      candidates[i + 1]);
         }
     }
     return false;

@@ -6,12 +6,13 @@
 // every exit path.
 #pragma once
 
-#include "config/config.h"
-#include "data/data_loader.h"
-#include "distributed/env.h"
-#include "metrics/bookkeeping.h"
-#include "train/callback.h"
-#include "train/train_module.h"
+#include "engine/checkpoint/stateful.h"
+#include "engine/config/config.h"
+#include "engine/data/data_loader.h"
+#include "engine/distributed/env.h"
+#include "engine/metrics/bookkeeping.h"
+#include "engine/train/callback.h"
+#include "engine/train/train_module.h"
 
 #include <atomic>
 #include <map>
@@ -35,11 +36,30 @@ struct ControlFlags {
     std::string cancel_reason;
 };
 
-class Trainer {
+/// The bits of the per-step control op: each rank sets its own, and the op's max all-reduce makes
+/// every rank apply the union at the same step.
+enum class ControlBit : int64_t {
+    cancel = 1,               ///< stop at this step (with the final checkpoint)
+    checkpoint = 2,           ///< save a checkpoint now
+    no_final_checkpoint = 4,  ///< stop without the final checkpoint
+    bookkeeping_failed = 8,   ///< a rank's metrics bookkeeping failed (a non-finite loss)
+};
+inline constexpr ControlBit kControlBits[] = {ControlBit::cancel, ControlBit::checkpoint,
+                                              ControlBit::no_final_checkpoint,
+                                              ControlBit::bookkeeping_failed};
+constexpr int64_t bit(ControlBit b) {
+    return static_cast<int64_t>(b);
+}
+constexpr bool has(int64_t bits, ControlBit b) {
+    return (bits & bit(b)) != 0;
+}
+
+class Trainer : public checkpoint::Stateful {
 public:
-    Trainer(const config::ExperimentConfig& cfg, dist::Environment& env, TransformerTrainModule& train_module,
-            data::DataLoader& data_loader, std::string save_folder);
-    ~Trainer();
+    Trainer(const config::ExperimentConfig& cfg, dist::Environment& env,
+            TransformerTrainModule& train_module, data::DataLoader& data_loader,
+            std::string save_folder);
+    ~Trainer() override;
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
 
@@ -54,9 +74,11 @@ public:
     void fit();
 
     // ---- metrics ----
-    void record_metric(const std::string& name, const torch::Tensor& value, std::optional<config::ReduceType> reduce,
+    void record_metric(const std::string& name, const torch::Tensor& value,
+                       std::optional<config::ReduceType> reduce,
                        config::MetricMergeStrategy merge = config::MetricMergeStrategy::warn);
-    void record_metric(const std::string& name, double value, std::optional<config::ReduceType> reduce,
+    void record_metric(const std::string& name, double value,
+                       std::optional<config::ReduceType> reduce,
                        config::MetricMergeStrategy merge = config::MetricMergeStrategy::warn);
     /// Hands everything recorded so far to the bookkeeping thread (reduction, then callbacks).
     /// With `before_current_step`, the current step's metrics stay for the step's own flush, so
@@ -96,8 +118,13 @@ public:
                                std::optional<bool> load_optim_state);
     bool checkpoint_loaded() const { return checkpoint_loaded_; }
     checkpoint::Checkpointer& checkpointer() { return *checkpointer_; }
-    nlohmann::json state_dict() const;
-    void load_state_dict(const nlohmann::json& state);
+    /// A checkpoint's content: the train module's tensors; step counters, data loader position,
+    /// RNG and callback states as JSON.
+    std::vector<std::pair<std::string, torch::Tensor>> state_tensors() override;
+    void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
+                            bool load_optim) override;
+    nlohmann::json state_dict() const override;
+    void load_state_dict(const nlohmann::json& state) override;
 
     const config::ExperimentConfig& config() const { return cfg_; }
     const config::TrainerConfig& trainer_config() const { return cfg_.trainer; }

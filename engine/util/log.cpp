@@ -1,4 +1,4 @@
-#include "util/log.h"
+#include "engine/util/log.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -34,10 +34,18 @@ void setup(int rank, bool verbose_rank, const std::string& file) {
 
 void write(Level level, const std::string& message) {
     switch (level) {
-        case Level::debug: spdlog::debug("{}", message); break;
-        case Level::info: spdlog::info("{}", message); break;
-        case Level::warn: spdlog::warn("{}", message); break;
-        case Level::error: spdlog::error("{}", message); break;
+        case Level::debug:
+            spdlog::debug("{}", message);
+            break;
+        case Level::info:
+            spdlog::info("{}", message);
+            break;
+        case Level::warn:
+            spdlog::warn("{}", message);
+            break;
+        case Level::error:
+            spdlog::error("{}", message);
+            break;
     }
 }
 

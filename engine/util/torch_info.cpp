@@ -1,6 +1,6 @@
-#include "util/torch_info.h"
+#include "engine/util/torch_info.h"
 
-#include "config/io.h"
+#include "engine/config/io.h"
 
 #include <torch/version.h>
 

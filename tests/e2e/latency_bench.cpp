@@ -9,11 +9,11 @@
 //       [--preload 0]
 // (under a display, or xvfb-run, without QT_QPA_PLATFORM). The engine is $LATHE_ENGINE or the
 // lathe-engine beside this program; its run folder goes to a temporary $LATHE_RUNS_DIR.
-#include "config/config_editor.h"
-#include "main_window.h"
-#include "plots/metric_store.h"
-#include "plots/plot_panel.h"
-#include "run/run_controller.h"
+#include "ui/config/config_editor.h"
+#include "ui/control/run_controller.h"
+#include "ui/main_window.h"
+#include "ui/plots/metric_store.h"
+#include "ui/plots/plot_panel.h"
 
 #include <QAction>
 #include <QApplication>
@@ -37,7 +37,8 @@ namespace {
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
-    const auto i = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
+    const auto i =
+        static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
     return v[std::min(i, v.size() - 1)];
 }
 
@@ -48,10 +49,11 @@ int main(int argc, char** argv) {
     QStandardPaths::setTestModeEnabled(true);  // leave the user's saved layout alone
     QCoreApplication::setOrganizationName(QStringLiteral("LatheBench"));
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral("Event-loop latency of the workbench while a run streams"));
+    parser.setApplicationDescription(
+        QStringLiteral("Event-loop latency of the workbench while a run streams"));
     parser.addHelpOption();
-    QCommandLineOption stepsOpt(QStringLiteral("steps"), QStringLiteral("Steps to train."), QStringLiteral("N"),
-                                QStringLiteral("400"));
+    QCommandLineOption stepsOpt(QStringLiteral("steps"), QStringLiteral("Steps to train."),
+                                QStringLiteral("N"), QStringLiteral("400"));
     QCommandLineOption threadsOpt(QStringLiteral("threads"), QStringLiteral("Engine CPU threads."),
                                   QStringLiteral("N"), QStringLiteral("1"));
     QCommandLineOption preloadOpt(QStringLiteral("preload"),
@@ -63,7 +65,9 @@ int main(int argc, char** argv) {
     const int threads = parser.value(threadsOpt).toInt();
     const int preload = parser.value(preloadOpt).toInt();
     if (steps < 1 || threads < 1 || preload < 0) {
-        std::fprintf(stderr, "lathe-latency-bench: --steps and --threads must be positive, --preload not negative\n");
+        std::fprintf(stderr,
+                     "lathe-latency-bench: --steps and --threads must be positive, --preload not "
+                     "negative\n");
         return 2;
     }
 
@@ -113,8 +117,8 @@ int main(int argc, char** argv) {
                 QElapsedTimer t;
                 t.start();
                 for (int i = 1; i <= preload; ++i) {
-                    w.store()->append(QStringLiteral("eval/bench/CE loss"), i, int64_t(i) * 2048, i * 0.05,
-                                      2 + 4 / std::sqrt(double(i)));
+                    w.store()->append(QStringLiteral("eval/bench/CE loss"), i, int64_t(i) * 2048,
+                                      i * 0.05, 2 + 4 / std::sqrt(double(i)));
                 }
                 preloadMs = t.nsecsElapsed() / 1e6;
             }
@@ -125,14 +129,15 @@ int main(int argc, char** argv) {
         }
     });
     int exitCode = -1;
-    QObject::connect(w.run(), &RunController::finished, [&](int code, const QString&, const QStringList& tail) {
-        measuring = false;
-        exitCode = code;
-        if (code != 0) {
-            for (const auto& l : tail) std::fprintf(stderr, "%s\n", qPrintable(l));
-        }
-        app.quit();
-    });
+    QObject::connect(w.run(), &RunController::finished,
+                     [&](int code, const QString&, const QStringList& tail) {
+                         measuring = false;
+                         exitCode = code;
+                         if (code != 0) {
+                             for (const auto& l : tail) std::fprintf(stderr, "%s\n", qPrintable(l));
+                         }
+                         app.quit();
+                     });
     clock.start();
     tick.start();
     QTimer::singleShot(0, [&] { w.startAction()->trigger(); });
@@ -142,13 +147,18 @@ int main(int argc, char** argv) {
         return 1;
     }
     const double secs = since.nsecsElapsed() / 1e9;
-    std::printf("run: %d steps of tiny, %d engine thread(s), %d metric messages (%.0f/s), %d log lines, "
-                "%d repaints (%.1f/s) in %.1f s\n",
-                steps, threads, metrics, metrics / secs, lines, w.plots()->replotCount() - replotsAtStart,
-                (w.plots()->replotCount() - replotsAtStart) / secs, secs);
-    if (preload > 0) std::printf("extra series in the loss panel: %d points (added in %.0f ms)\n", preload, preloadMs);
-    std::printf("event-loop latency over %zu ticks of %d ms (ms late): median %.2f  p95 %.2f  p99 %.2f  max %.2f\n",
-                late.size(), kTickMs, percentile(late, 50), percentile(late, 95), percentile(late, 99),
-                late.empty() ? 0.0 : *std::max_element(late.begin(), late.end()));
+    std::printf(
+        "run: %d steps of tiny, %d engine thread(s), %d metric messages (%.0f/s), %d log lines, "
+        "%d repaints (%.1f/s) in %.1f s\n",
+        steps, threads, metrics, metrics / secs, lines, w.plots()->replotCount() - replotsAtStart,
+        (w.plots()->replotCount() - replotsAtStart) / secs, secs);
+    if (preload > 0)
+        std::printf("extra series in the loss panel: %d points (added in %.0f ms)\n", preload,
+                    preloadMs);
+    std::printf(
+        "event-loop latency over %zu ticks of %d ms (ms late): median %.2f  p95 %.2f  p99 %.2f  "
+        "max %.2f\n",
+        late.size(), kTickMs, percentile(late, 50), percentile(late, 95), percentile(late, 99),
+        late.empty() ? 0.0 : *std::max_element(late.begin(), late.end()));
     return 0;
 }

@@ -1,12 +1,12 @@
 // End to end, under Xvfb: the real workbench window against a real lathe-engine process.
 // Start tiny -> at least 20 points plotted -> Checkpoint now -> a new step{N} folder -> Stop ->
 // the engine exits 0 with a final checkpoint; a screenshot of the window is saved.
-#include "main_window.h"
+#include "ui/main_window.h"
 
-#include "config/config_editor.h"
-#include "plots/metric_store.h"
-#include "logs/log_model.h"
-#include "plots/plot_panel.h"
+#include "ui/config/config_editor.h"
+#include "ui/logs/log_model.h"
+#include "ui/plots/metric_store.h"
+#include "ui/plots/plot_panel.h"
 
 #include <QAction>
 #include <QDir>
@@ -38,7 +38,8 @@ private Q_SLOTS:
         QVERIFY(QTest::qWaitForWindowExposed(&w));
         QVERIFY(w.editor()->loadPreset(QStringLiteral("tiny")));
         // Long enough that Stop, not the end of training, finishes the run.
-        w.editor()->editField(QStringLiteral("trainer.max_duration"), lathe::config::Json{{"value", 5000}, {"unit", "steps"}});
+        w.editor()->editField(QStringLiteral("trainer.max_duration"),
+                              lathe::config::Json{{"value", 5000}, {"unit", "steps"}});
         w.editor()->editField(QStringLiteral("trainer.metrics_collect_interval"), 1);
         w.editor()->editField(QStringLiteral("run_name"), "e2e");
         QVERIFY(w.editor()->isValid());
@@ -54,7 +55,8 @@ private Q_SLOTS:
             }
             return false;
         };
-        QTRY_VERIFY_WITH_TIMEOUT(logged(QStringLiteral("%1 CPU thread(s) per rank").arg(threads)), 30000);
+        QTRY_VERIFY_WITH_TIMEOUT(logged(QStringLiteral("%1 CPU thread(s) per rank").arg(threads)),
+                                 30000);
         auto plotted = [&] {
             auto* plot = w.plots()->plotFor(QStringLiteral("train/CE loss"));
             return plot && plot->graphCount() > 0 && plot->graph(0)->dataCount() >= 20;
@@ -106,7 +108,8 @@ private Q_SLOTS:
             return a.mid(4).toLongLong() < b.mid(4).toLongLong();
         });
         QVERIFY(!complete.isEmpty());
-        QVERIFY2(complete.last().mid(4).toLongLong() > made.mid(4).toLongLong(), qPrintable(complete.join(' ')));
+        QVERIFY2(complete.last().mid(4).toLongLong() > made.mid(4).toLongLong(),
+                 qPrintable(complete.join(' ')));
         QFile status(runDir + "/status.json");
         QVERIFY(status.open(QIODevice::ReadOnly));
         QVERIFY(status.readAll().contains("\"stopped\""));

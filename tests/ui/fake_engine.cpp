@@ -7,8 +7,8 @@
 //                     connecting) | fail (error + bye failed, exit 1)
 //   LATHE_FAKE_STEPS  steps to run (default 20); LATHE_FAKE_STEP_MS  ms per step (default 20)
 //   LATHE_FAKE_PIDFILE  where ignore-stop writes its child's pid
-#include "config/io.h"
-#include "protocol/control_client.h"
+#include "engine/config/io.h"
+#include "engine/protocol/control_client.h"
 
 #include <chrono>
 #include <csignal>
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
         write_raw(proto::encode(proto::Hello{}));  // a second hello: out of order
     };
     send(proto::Hello{proto::kVersion, loaded.config.launch.nproc, "cpu", "/tmp/fake-run",
-                             lathe::config::to_json(loaded.config)});
+                      lathe::config::to_json(loaded.config)});
     send(proto::Status{proto::RunState::starting, 0, steps, 0.0, std::nullopt});
     send(proto::Log{"info", 0, "fake engine: training starts"});
     if (mode == "fail") {
@@ -136,14 +136,17 @@ int main(int argc, char** argv) {
     int step = 0;
     for (step = 1; step <= steps || mode == "ignore-stop"; ++step) {
         std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
-        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-        send(proto::Metrics{step, step * tokens_per_step, wall,
-                                   {{"train/CE loss", 5.0 / (1 + 0.1 * step)},
-                                    {"optim/LR", 1e-3},
-                                    {"throughput/device/TPS", 1000.0 + step}}});
+        double wall =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        send(proto::Metrics{step,
+                            step * tokens_per_step,
+                            wall,
+                            {{"train/CE loss", 5.0 / (1 + 0.1 * step)},
+                             {"optim/LR", 1e-3},
+                             {"throughput/device/TPS", 1000.0 + step}}});
         send(proto::Status{proto::RunState::running, step, steps,
-                                  tokens_per_step / (step_ms / 1000.0),
-                                  (steps - step) * step_ms / 1000.0});
+                           tokens_per_step / (step_ms / 1000.0),
+                           (steps - step) * step_ms / 1000.0});
         if (step % 2 == 0) send_garbage();
         if (step == 5 && raw_fd >= 0) write_raw(std::string(3 << 20, 'z') + "\n");
         if (mode == "crash" && step == 3) {
@@ -155,7 +158,8 @@ int main(int argc, char** argv) {
         for (const auto& c : client.poll_commands()) {
             if (std::holds_alternative<proto::SaveCheckpoint>(c)) {
                 send(proto::Status{proto::RunState::checkpointing, step, steps, 0.0, std::nullopt});
-                send(proto::CheckpointSaved{step, "/tmp/fake-run/step" + std::to_string(step), 0.01});
+                send(proto::CheckpointSaved{step, "/tmp/fake-run/step" + std::to_string(step),
+                                            0.01});
                 send(proto::Status{proto::RunState::running, step, steps, 0.0, std::nullopt});
             } else if (auto* s = std::get_if<proto::Stop>(&c)) {
                 if (mode == "ignore-stop") {

@@ -1,30 +1,21 @@
-#include "checkpoints/checkpoint_info.h"
+#include "ui/checkpoints/checkpoint_info.h"
 
-#include "sinks/crc32c.h"
+#include "engine/run_folder/checkpoint_names.h"
+#include "engine/run_folder/tensor_file_header.h"
 
 #include <QDir>
 #include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QRegularExpression>
 
 #include <algorithm>
-#include <cstring>
 
 namespace lathe::ui {
 namespace {
 
-constexpr char kTensorMagic[8] = {'L', 'A', 'T', 'H', 'E', 'T', 'S', '1'};
-constexpr quint64 kMaxHeaderBytes = quint64(1) << 30;
-const QString kModelFile = QStringLiteral("model_and_optim/rank0.lathe");
-
-const QRegularExpression& nameRe() {
-    static const QRegularExpression re(QStringLiteral(R"(^step(\d+)(-tmp|\.abandoned\d*)?$)"));
-    return re;
-}
+const QString kModelFile = QString::fromLatin1(run_folder::kModelTensorFile);
 
 // A JSON object from a file; empty with `error` when it cannot be read.
 QJsonObject readObject(const QString& path, QString* error) {
@@ -57,51 +48,6 @@ qint64 folderSize(const QString& dir) {
     return total;
 }
 
-struct TensorHeader {
-    QJsonArray tensors;
-    qint64 dataStart = 0;
-    qint64 fileSize = 0;
-};
-
-// Reads and checks the header; empty on success, else the reason.
-QString readHeader(QFile& f, TensorHeader& out) {
-    out.fileSize = f.size();
-    char head[16];
-    if (f.read(head, 16) != 16) return QObject::tr("shorter than its 16-byte preamble");
-    if (std::memcmp(head, kTensorMagic, 8) != 0)
-        return QObject::tr("not a Lathe tensor file (bad magic)");
-    quint64 hlen = 0;
-    for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | static_cast<unsigned char>(head[8 + i]);
-    if (hlen > kMaxHeaderBytes || static_cast<qint64>(16 + hlen) > out.fileSize)
-        return QObject::tr("truncated: %1 bytes, the header alone needs %2")
-            .arg(out.fileSize)
-            .arg(16 + hlen);
-    QJsonParseError pe;
-    const QJsonDocument doc = QJsonDocument::fromJson(f.read(static_cast<qint64>(hlen)), &pe);
-    if (pe.error != QJsonParseError::NoError || !doc.isObject() ||
-        !doc.object().value(QLatin1String("tensors")).isArray())
-        return QObject::tr("unreadable header: %1")
-            .arg(pe.error != QJsonParseError::NoError ? pe.errorString()
-                                                      : QObject::tr("no tensor list"));
-    out.tensors = doc.object().value(QLatin1String("tensors")).toArray();
-    out.dataStart = static_cast<qint64>(16 + hlen);
-    qint64 need = 0;
-    for (const QJsonValue& t : out.tensors) {
-        const QJsonObject o = t.toObject();
-        const qint64 offset = o.value(QLatin1String("offset")).toInteger(-1);
-        const qint64 nbytes = o.value(QLatin1String("nbytes")).toInteger(-1);
-        if (offset < 0 || nbytes < 0)
-            return QObject::tr("bad entry for tensor \"%1\" in the header")
-                .arg(o.value(QLatin1String("name")).toString());
-        need = std::max(need, offset + nbytes);
-    }
-    if (out.dataStart + need > out.fileSize)
-        return QObject::tr("truncated: %1 bytes, its header says %2")
-            .arg(out.fileSize)
-            .arg(out.dataStart + need);
-    return {};
-}
-
 }  // namespace
 
 bool CheckpointInfo::operator==(const CheckpointInfo& o) const {
@@ -126,40 +72,36 @@ QString checkpointStatusName(CheckpointInfo::Status status) {
 }
 
 bool isCheckpointName(const QString& folderName) {
-    return nameRe().match(folderName).hasMatch();
+    return run_folder::parse_checkpoint_name(folderName.toStdString()).has_value();
 }
 
+namespace {
+
+// lathe::Error's text without the path in front (the GUI shows the file beside it).
+QString reasonOf(const std::exception& e, const std::string& path) {
+    std::string what = e.what();
+    if (what.rfind(path + ": ", 0) == 0) what = what.substr(path.size() + 2);
+    return QString::fromStdString(what);
+}
+
+}  // namespace
+
 QString checkTensorFile(const QString& path) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) return f.errorString();
-    TensorHeader h;
-    return readHeader(f, h);
+    const std::string p = path.toStdString();
+    try {
+        run_folder::read_tensor_file_header(p);
+    } catch (const std::exception& e) {
+        return reasonOf(e, p);
+    }
+    return {};
 }
 
 QString verifyTensorData(const QString& path, const std::atomic<bool>* cancel) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) return f.errorString();
-    TensorHeader h;
-    if (QString e = readHeader(f, h); !e.isEmpty()) return e;
-    QByteArray buffer;
-    for (const QJsonValue& t : h.tensors) {
-        if (cancel && cancel->load()) return QObject::tr("cancelled");
-        const QJsonObject o = t.toObject();
-        const QString name = o.value(QLatin1String("name")).toString();
-        qint64 left = o.value(QLatin1String("nbytes")).toInteger();
-        if (!f.seek(h.dataStart + o.value(QLatin1String("offset")).toInteger()))
-            return QObject::tr("cannot seek to tensor \"%1\"").arg(name);
-        std::uint32_t crc = 0;
-        while (left > 0) {
-            buffer = f.read(std::min<qint64>(left, 8 << 20));
-            if (buffer.isEmpty()) return QObject::tr("cannot read tensor \"%1\"").arg(name);
-            crc = lathe::sinks::crc32c(buffer.constData(), static_cast<std::size_t>(buffer.size()),
-                                       crc);
-            left -= buffer.size();
-        }
-        if (o.contains(QLatin1String("crc32c")) &&
-            static_cast<quint64>(o.value(QLatin1String("crc32c")).toInteger()) != crc)
-            return QObject::tr("tensor \"%1\" is corrupt (CRC-32C mismatch)").arg(name);
+    const std::string p = path.toStdString();
+    try {
+        run_folder::verify_tensor_file_data(p, cancel);
+    } catch (const std::exception& e) {
+        return reasonOf(e, p);
     }
     return {};
 }
@@ -170,20 +112,20 @@ CheckpointInfo inspectCheckpoint(const QString& dir) {
     c.name = fi.fileName();
     c.path = fi.absoluteFilePath();
     c.time = fi.lastModified().toUTC();
-    const auto m = nameRe().match(c.name);
-    if (!m.hasMatch()) return c;
-    c.step = m.captured(1).toLongLong();
-    const QString suffix = m.captured(2);
+    const auto name = run_folder::parse_checkpoint_name(c.name.toStdString());
+    if (!name) return c;
+    using Kind = run_folder::CheckpointName::Kind;
+    c.step = name->step;
     const QDir d(c.path);
     c.sizeBytes = folderSize(c.path);
-    c.abandoned = suffix.startsWith(QLatin1String(".abandoned"));
+    c.abandoned = name->kind == Kind::Abandoned;
 
-    if (suffix == QLatin1String("-tmp")) {
+    if (name->kind == Kind::Temporary) {
         c.status = CheckpointInfo::Status::Partial;
         c.reason = QObject::tr("temporary folder of a save that is in progress or was interrupted");
         return c;
     }
-    const QString metaPath = d.filePath(QStringLiteral(".metadata.json"));
+    const QString metaPath = d.filePath(QString::fromLatin1(run_folder::kCheckpointMetadataFile));
     if (!QFileInfo::exists(metaPath)) {
         c.status = CheckpointInfo::Status::Partial;
         c.reason = QObject::tr("no .metadata.json: the save did not finish");
@@ -201,7 +143,8 @@ CheckpointInfo inspectCheckpoint(const QString& dir) {
     if (!error.isEmpty()) return unusable(QObject::tr("unreadable .metadata.json: %1").arg(error));
     c.ephemeral = meta.value(QLatin1String("ephemeral")).toBool(false);
     c.worldSize = meta.value(QLatin1String("world_size")).toInt(1);
-    const QJsonObject train = readObject(d.filePath(QStringLiteral("train/rank0.json")), &error);
+    const QJsonObject train =
+        readObject(d.filePath(QString::fromStdString(run_folder::train_state_file(0))), &error);
     if (!error.isEmpty())
         return unusable(QObject::tr("unreadable train/rank0.json: %1").arg(error));
     if (!train.value(QLatin1String("global_step")).isDouble())
@@ -212,7 +155,7 @@ CheckpointInfo inspectCheckpoint(const QString& dir) {
         return unusable(
             QObject::tr("train/rank0.json is for step %1, not %2").arg(savedStep).arg(c.step));
     for (int k = 1; k < c.worldSize; ++k) {
-        if (!QFileInfo::exists(d.filePath(QStringLiteral("train/rank%1.json").arg(k))))
+        if (!QFileInfo::exists(d.filePath(QString::fromStdString(run_folder::train_state_file(k)))))
             return unusable(QObject::tr("train/rank%1.json is missing (world size %2)")
                                 .arg(k)
                                 .arg(c.worldSize));
@@ -235,7 +178,7 @@ QVector<CheckpointInfo> scanCheckpoints(const QString& runDir) {
     const QDir d(runDir);
     for (const QString& name :
          d.entryList({QStringLiteral("step*")}, QDir::Dirs | QDir::NoDotAndDotDot)) {
-        if (!nameRe().match(name).hasMatch()) continue;
+        if (!isCheckpointName(name)) continue;
         out.append(inspectCheckpoint(d.filePath(name)));
     }
     std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
@@ -250,7 +193,7 @@ bool removeCheckpoint(const QString& dir, QString* error) {
         if (error) *error = QObject::tr("%1 does not exist").arg(dir);
         return false;
     }
-    const QString meta = d.filePath(QStringLiteral(".metadata.json"));
+    const QString meta = d.filePath(QString::fromLatin1(run_folder::kCheckpointMetadataFile));
     if (QFileInfo::exists(meta) && !QFile::remove(meta)) {
         if (error) *error = QObject::tr("cannot remove %1").arg(meta);
         return false;

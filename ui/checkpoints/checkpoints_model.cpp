@@ -1,6 +1,6 @@
-#include "checkpoints/checkpoints_model.h"
+#include "ui/checkpoints/checkpoints_model.h"
 
-#include "runs/run_format.h"
+#include "ui/runs/run_format.h"
 
 #include <QBrush>
 #include <QDir>

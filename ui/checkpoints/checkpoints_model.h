@@ -5,7 +5,7 @@
 // in a background thread; a mismatch makes it unusable.
 #pragma once
 
-#include "checkpoints/checkpoint_info.h"
+#include "ui/checkpoints/checkpoint_info.h"
 
 #include <QAbstractTableModel>
 #include <QHash>

@@ -1,5 +1,5 @@
-#include "checkpoints/checkpoints_panel.h"
-#include "util/table_views.h"
+#include "ui/checkpoints/checkpoints_panel.h"
+#include "ui/util/table_views.h"
 
 #include <QDesktopServices>
 #include <QDir>

@@ -4,8 +4,8 @@
 // Resume is offered only for complete, usable checkpoints. Thin: the logic is in the model.
 #pragma once
 
-#include "checkpoints/checkpoints_model.h"
-#include "checkpoints/resume_bar.h"
+#include "ui/checkpoints/checkpoints_model.h"
+#include "ui/checkpoints/resume_bar.h"
 
 #include <QWidget>
 

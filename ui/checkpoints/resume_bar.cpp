@@ -1,4 +1,4 @@
-#include "checkpoints/resume_bar.h"
+#include "ui/checkpoints/resume_bar.h"
 
 #include <QButtonGroup>
 #include <QFormLayout>

@@ -5,7 +5,7 @@
 // the run's last world size). Thin: ResumePlan decides.
 #pragma once
 
-#include "checkpoints/resume_plan.h"
+#include "ui/checkpoints/resume_plan.h"
 
 #include <QWidget>
 

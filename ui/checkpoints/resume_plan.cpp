@@ -1,12 +1,14 @@
-#include "checkpoints/resume_plan.h"
+#include "ui/checkpoints/resume_plan.h"
 
-#include "checkpoints/checkpoint_info.h"
-#include "runs/config_diff.h"
-#include "runs/run_info.h"
+#include "ui/checkpoints/checkpoint_info.h"
+
+#include "engine/run_folder/layout.h"
+#include "engine/run_folder/records.h"
+#include "ui/runs/config_diff.h"
+#include "ui/runs/run_info.h"
 
 #include <QDir>
 #include <QFileInfo>
-#include <QSaveFile>
 
 namespace lathe::ui {
 
@@ -31,25 +33,13 @@ std::optional<ResumePlan> ResumePlan::fromCheckpoint(const QString& checkpointDi
     const RunInfo run = readRunInfo(p.runDir_);
     if (run.worldSize > 0) p.worldSize_ = run.worldSize;
     QString why;
-    if (!readJsonFile(info.path + QStringLiteral("/config.json"), p.base_, &why) &&
-        !readJsonFile(p.runDir_ + QStringLiteral("/config.json"), p.base_, &why))
+    const QString config = QString::fromLatin1(run_folder::kConfigFile);
+    if (!readJsonFile(QDir(info.path).filePath(config), p.base_, &why) &&
+        !readJsonFile(QDir(p.runDir_).filePath(config), p.base_, &why))
         return fail(QObject::tr("no config to resume with: %1").arg(why));
     if (p.base_.contains("run_name") && p.base_["run_name"].is_string())
         p.runName_ = QString::fromStdString(p.base_["run_name"].get<std::string>());
     return p;
-}
-
-bool ResumePlan::isUnsafePath(const QString& path) {
-    return path.startsWith(QLatin1String("model.")) ||
-           path == QLatin1String("dataset.sequence_length") ||
-           path == QLatin1String("train_module.max_sequence_length");
-}
-
-bool ResumePlan::isIgnoredPath(const QString& path) {
-    return path == QLatin1String("trainer.save_folder") ||
-           path.startsWith(QLatin1String("trainer.load_")) ||
-           path == QLatin1String("trainer.hard_stop") ||
-           path.startsWith(QLatin1String("launch.")) || path == QLatin1String("run_name");
 }
 
 QString ResumePlan::suggestNewRunName(const QString& runsRoot, const QString& runName,
@@ -63,26 +53,14 @@ QString ResumePlan::suggestNewRunName(const QString& runsRoot, const QString& ru
 
 QVector<ResumeChange> ResumePlan::changes(const Json& edited) const {
     QVector<ResumeChange> out;
-    for (const ConfigDifference& d : diffConfigs(base_, edited)) {
-        ResumeChange c{d.path, d.a, d.b, ResumeChange::Kind::Changed};
-        if (isIgnoredPath(d.path)) {
-            c.kind = ResumeChange::Kind::Ignored;
-        } else if (isUnsafePath(d.path)) {
-            c.kind = ResumeChange::Kind::Unsafe;
-        }
-        out.append(c);
-    }
+    for (const ConfigDifference& d : diffConfigs(base_, edited))
+        out.append({d.path, d.a, d.b, d.kind});
     return out;
 }
 
 QString ResumePlan::refusal(const Json& edited) const {
-    QStringList lines;
-    for (const ResumeChange& c : changes(edited))
-        if (c.kind == ResumeChange::Kind::Unsafe)
-            lines << QStringLiteral("  %1: %2 -> %3").arg(c.path, c.before, c.after);
-    if (lines.isEmpty()) return {};
-    return QObject::tr("cannot resume %1 with a different model or sequence length:\n%2")
-        .arg(checkpointDir_, lines.join(QLatin1Char('\n')));
+    return QString::fromStdString(config::resume_refusal(checkpointDir_.toStdString(),
+                                                         config::diff_documents(base_, edited)));
 }
 
 std::optional<ResumePlan::Launch> ResumePlan::prepareLaunch(const Json& edited, Mode mode,
@@ -118,14 +96,17 @@ std::optional<ResumePlan::Launch> ResumePlan::prepareLaunch(const Json& edited, 
     l.config["trainer"]["load_strategy"] = "always";
     l.runDir = dir;
     if (!QDir().mkpath(dir)) return fail(QObject::tr("cannot create %1").arg(dir));
-    const Json parent = {{"parent_run", runName_.toStdString()},
-                         {"parent_step", step_},
-                         {"checkpoint", checkpointDir_.toStdString()},
-                         {"parent_dir", runDir_.toStdString()}};
-    QSaveFile f(dir + QStringLiteral("/parent.json"));
-    if (!f.open(QIODevice::WriteOnly) ||
-        f.write(QByteArray::fromStdString(parent.dump(2) + "\n")) < 0 || !f.commit())
-        return fail(QObject::tr("cannot write %1/parent.json: %2").arg(dir, f.errorString()));
+    run_folder::ParentLink parent;
+    parent.parent_run = runName_.toStdString();
+    parent.parent_step = step_;
+    parent.checkpoint = checkpointDir_.toStdString();
+    parent.parent_dir = runDir_.toStdString();
+    const std::string parentFile = run_folder::join(dir.toStdString(), run_folder::kParentFile);
+    try {
+        run_folder::write_record(parentFile, parent);
+    } catch (const std::exception& e) {
+        return fail(QObject::tr("cannot write %1").arg(QString::fromStdString(e.what())));
+    }
     return l;
 }
 

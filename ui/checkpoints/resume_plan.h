@@ -15,8 +15,9 @@
 //           trainer.hard_stop, launch.*, run_name).
 #pragma once
 
-#include "config/io.h"
-#include "run/run_controller.h"
+#include "engine/config/diff.h"
+#include "engine/config/io.h"
+#include "ui/control/run_controller.h"
 
 #include <QString>
 #include <QVector>
@@ -28,7 +29,7 @@ namespace lathe::ui {
 using Json = lathe::config::Json;
 
 struct ResumeChange {
-    enum class Kind { Unsafe, Changed, Ignored };
+    using Kind = config::ResumeChangeKind;
     QString path;
     QString before;  ///< compact JSON text, or "(absent)"
     QString after;
@@ -51,8 +52,6 @@ public:
     static std::optional<ResumePlan> fromCheckpoint(const QString& checkpointDir,
                                                     QString* error = nullptr);
 
-    static bool isUnsafePath(const QString& path);
-    static bool isIgnoredPath(const QString& path);
     /// "<run>-from-step<N>", with "-2", "-3"... when taken.
     static QString suggestNewRunName(const QString& runsRoot, const QString& runName, qint64 step);
 

@@ -1,4 +1,4 @@
-#include "config/config_editor.h"
+#include "ui/config/config_editor.h"
 
 #include <QComboBox>
 #include <QFile>
@@ -26,7 +26,9 @@ namespace cfg = lathe::config;
 
 namespace {
 
-QString toQ(const std::string& s) { return QString::fromStdString(s); }
+QString toQ(const std::string& s) {
+    return QString::fromStdString(s);
+}
 
 // Commands that merge while the same field is being typed into.
 bool mergesWhileTyping(FieldSpec::Kind k) {
@@ -102,8 +104,9 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
     presetBox_ = new QComboBox(this);
     presetBox_->setObjectName(QStringLiteral("presetBox"));
     for (const auto& n : cfg::preset_names()) presetBox_->addItem(toQ(n));
-    presetBox_->setToolTip(tr("Start from a built-in preset; fields that differ from it are "
-                              "marked with ●."));
+    presetBox_->setToolTip(
+        tr("Start from a built-in preset; fields that differ from it are "
+           "marked with ●."));
     bar->addWidget(presetBox_, 1);
     auto tool = [&](QStyle::StandardPixmap icon, const QString& tip) {
         auto* b = new QToolButton(this);
@@ -165,12 +168,10 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
     problems_->setMaximumHeight(problems_->fontMetrics().height() * 6);
     problems_->hide();
     layout->addWidget(problems_);
-    connect(problems_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
-        revealField(item->data(Qt::UserRole).toString());
-    });
-    connect(problems_, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
-        revealField(item->data(Qt::UserRole).toString());
-    });
+    connect(problems_, &QListWidget::itemActivated, this,
+            [this](QListWidgetItem* item) { revealField(item->data(Qt::UserRole).toString()); });
+    connect(problems_, &QListWidget::itemClicked, this,
+            [this](QListWidgetItem* item) { revealField(item->data(Qt::UserRole).toString()); });
 
     connect(presetBox_, &QComboBox::activated, this,
             [this](int) { loadPreset(presetBox_->currentText()); });
@@ -205,7 +206,8 @@ QWidget* ConfigEditor::buildGroup(const FieldSpec& group, int depth) {
     FieldEditor* enabled = nullptr;
     if (group.isSwitchable()) {
         enabled = new FieldEditor(*group.child(QStringLiteral("enabled")), box);
-        enabled->setToolTip(tr("enabled: %1").arg(group.child(QStringLiteral("enabled"))->description));
+        enabled->setToolTip(
+            tr("enabled: %1").arg(group.child(QStringLiteral("enabled"))->description));
         editors_.insert(enabled->spec().path, enabled);
         connect(enabled, &FieldEditor::edited, this, [this, enabled] { onEdited(enabled); });
         header->addWidget(enabled);
@@ -322,7 +324,8 @@ void ConfigEditor::revalidate() {
         const QString path = toQ(issue.path);
         const QString field = fieldForIssue(root_, path);
         QString msg = toQ(issue.message);
-        if (!field.isEmpty() && path != field) msg = path.mid(field.size()) + QStringLiteral(": ") + msg;
+        if (!field.isEmpty() && path != field)
+            msg = path.mid(field.size()) + QStringLiteral(": ") + msg;
         if (!field.isEmpty() && msg.startsWith(QLatin1Char('.'))) msg.remove(0, 1);
         if (!field.isEmpty()) byField[field] << msg;
         auto* item = new QListWidgetItem(toQ(issue.to_string()), problems_);
@@ -354,7 +357,8 @@ void ConfigEditor::updateMarkers() {
         const bool changed = isChangedFromPreset(path);
         QLabel* label = labels_.value(path);
         QWidget* target = label ? static_cast<QWidget*>(label) : it.value();
-        if (target->property("changed").toBool() == changed && target->property("changed").isValid())
+        if (target->property("changed").toBool() == changed &&
+            target->property("changed").isValid())
             continue;
         target->setProperty("changed", changed);
         QFont f = target->font();
@@ -366,8 +370,7 @@ void ConfigEditor::updateMarkers() {
                                    : it.value()->spec().key);
         }
         target->setToolTip(changed ? tr("%1\nChanged from the preset '%2' (preset value: %3)")
-                                         .arg(desc, preset_,
-                                              toQ(valueAt(presetDoc_, path).dump()))
+                                         .arg(desc, preset_, toQ(valueAt(presetDoc_, path).dump()))
                                    : desc);
     }
 }
@@ -377,7 +380,9 @@ Json ConfigEditor::completeDocument(const Json& raw) const {
     return deepMerge(base, raw);
 }
 
-Json ConfigEditor::resolvedJson() const { return cfg::to_json(cfg::load_document(doc_).config); }
+Json ConfigEditor::resolvedJson() const {
+    return cfg::to_json(cfg::load_document(doc_).config);
+}
 
 void ConfigEditor::setDocument(const Json& doc) {
     undo_->push(new ReplaceDocumentCommand(this, tr("Replace the config"), completeDocument(doc),
@@ -430,9 +435,9 @@ bool ConfigEditor::saveFile(const QString& path, QString* error) {
 }
 
 void ConfigEditor::openInteractive() {
-    const QString path = QFileDialog::getOpenFileName(
-        this, tr("Open config"), QFileInfo(file_).path(),
-        tr("Configs (*.json *.yaml *.yml);;All files (*)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open config"), QFileInfo(file_).path(),
+                                     tr("Configs (*.json *.yaml *.yml);;All files (*)"));
     if (path.isEmpty()) return;
     QString error;
     if (!openFile(path, &error)) QMessageBox::warning(this, tr("Open config"), error);

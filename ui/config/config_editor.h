@@ -6,8 +6,8 @@
 // undo/redo, and a read-only view of the resolved JSON.
 #pragma once
 
-#include "config/field_editor.h"
-#include "config/schema_fields.h"
+#include "ui/config/field_editor.h"
+#include "ui/config/schema_fields.h"
 
 #include <QHash>
 #include <QWidget>
@@ -93,7 +93,7 @@ private:
 
     QHash<QString, FieldEditor*> editors_;
     QHash<QString, QLabel*> labels_;
-    QHash<QString, QWidget*> groupBodies_;  // switchable groups: greyed when disabled
+    QHash<QString, QWidget*> groupBodies_;        // switchable groups: greyed when disabled
     QHash<QString, class QToolButton*> toggles_;  // group path -> its expand button
     QComboBox* presetBox_ = nullptr;
     QTabWidget* tabs_ = nullptr;

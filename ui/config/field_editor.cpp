@@ -1,6 +1,6 @@
-#include "config/field_editor.h"
+#include "ui/config/field_editor.h"
 
-#include "config/scientific_spin_box.h"
+#include "ui/config/scientific_spin_box.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -17,7 +17,9 @@
 namespace lathe::ui {
 namespace {
 
-QString toQ(const std::string& s) { return QString::fromStdString(s); }
+QString toQ(const std::string& s) {
+    return QString::fromStdString(s);
+}
 
 QString listText(const Json& v) {
     if (!v.is_array()) return v.is_null() ? QString() : toQ(v.dump());
@@ -105,8 +107,9 @@ void FieldEditor::build() {
             if (spec_.format == QLatin1String("path")) {
                 picker_ = new QToolButton(frame_);
                 picker_->setText(QStringLiteral("…"));
-                picker_->setToolTip(spec_.kind == FieldSpec::Kind::List ? tr("Add a file or folder")
-                                                                        : tr("Choose a file or folder"));
+                picker_->setToolTip(spec_.kind == FieldSpec::Kind::List
+                                        ? tr("Add a file or folder")
+                                        : tr("Choose a file or folder"));
                 connect(picker_, &QToolButton::clicked, this, &FieldEditor::pickPath);
                 row->addWidget(picker_);
             }
@@ -114,7 +117,8 @@ void FieldEditor::build() {
     }
     if (spec_.nullable) {
         null_ = new QCheckBox(tr("unset"), frame_);
-        null_->setToolTip(tr("Leave unset (null in the config), so the default applies: %1").arg(spec_.description));
+        null_->setToolTip(tr("Leave unset (null in the config), so the default applies: %1")
+                              .arg(spec_.description));
         connect(null_, &QCheckBox::toggled, this, [this](bool on) {
             setNullState(on);
             if (!updating_) Q_EMIT edited();
@@ -141,7 +145,9 @@ void FieldEditor::setNullState(bool isNull) {
         if (w) w->setEnabled(!isNull);
 }
 
-bool FieldEditor::isNull() const { return null_ && null_->isChecked(); }
+bool FieldEditor::isNull() const {
+    return null_ && null_->isChecked();
+}
 
 Json FieldEditor::fallbackValue() const {
     // What the editor shows while the field is null: the default if it has one, else a bound.
@@ -150,11 +156,14 @@ Json FieldEditor::fallbackValue() const {
         case FieldSpec::Kind::Bool:
             return true;
         case FieldSpec::Kind::Integer:
-            return static_cast<int64_t>(spec_.minimum.value_or(0) + (spec_.exclusiveMinimum ? 1 : 0));
+            return static_cast<int64_t>(spec_.minimum.value_or(0) +
+                                        (spec_.exclusiveMinimum ? 1 : 0));
         case FieldSpec::Kind::Number:
-            return spec_.minimum && spec_.exclusiveMinimum ? Json(1.0) : Json(spec_.minimum.value_or(0.0));
+            return spec_.minimum && spec_.exclusiveMinimum ? Json(1.0)
+                                                           : Json(spec_.minimum.value_or(0.0));
         case FieldSpec::Kind::Enum:
-            return spec_.enumValues.isEmpty() ? Json("") : Json(spec_.enumValues.first().toStdString());
+            return spec_.enumValues.isEmpty() ? Json("")
+                                              : Json(spec_.enumValues.first().toStdString());
         case FieldSpec::Kind::Duration:
             return Json{{"value", 1}, {"unit", spec_.enumValues.value(0).toStdString()}};
         default:
@@ -296,8 +305,8 @@ void FieldEditor::setIssue(const QString& message) {
 }
 
 void FieldEditor::pickPath() {
-    const bool folder = spec_.key.contains(QLatin1String("folder")) ||
-                        spec_.key.contains(QLatin1String("dir"));
+    const bool folder =
+        spec_.key.contains(QLatin1String("folder")) || spec_.key.contains(QLatin1String("dir"));
     QString start = line_->text().section(QLatin1Char(','), -1).trimmed();
     QString path = folder ? QFileDialog::getExistingDirectory(this, spec_.path, start)
                           : QFileDialog::getOpenFileName(this, spec_.path, start);

@@ -4,7 +4,7 @@
 // fields; the reason underneath when the value is invalid.
 #pragma once
 
-#include "config/schema_fields.h"
+#include "ui/config/schema_fields.h"
 
 #include <QWidget>
 

@@ -1,4 +1,4 @@
-#include "config/schema_fields.h"
+#include "ui/config/schema_fields.h"
 
 namespace lathe::ui {
 namespace {
@@ -92,7 +92,8 @@ FieldSpec parseField(const QString& key, const QString& path, const Json& schema
     } else if (type == QLatin1String("number")) {
         f.kind = FieldSpec::Kind::Number;
     } else if (type == QLatin1String("string")) {
-        f.kind = f.format == QLatin1String("path") ? FieldSpec::Kind::Path : FieldSpec::Kind::String;
+        f.kind =
+            f.format == QLatin1String("path") ? FieldSpec::Kind::Path : FieldSpec::Kind::String;
     } else if (type == QLatin1String("array")) {
         const Json items = s.value("items", Json::object());
         const QString itemType = typeOf(items);
@@ -133,7 +134,9 @@ const FieldSpec* FieldSpec::child(const QString& k) const {
     return nullptr;
 }
 
-FieldSpec parseSchema(const Json& schema) { return parseField(QString(), QString(), schema); }
+FieldSpec parseSchema(const Json& schema) {
+    return parseField(QString(), QString(), schema);
+}
 
 std::vector<const FieldSpec*> leafFields(const FieldSpec& root) {
     std::vector<const FieldSpec*> out;

@@ -3,7 +3,7 @@
 // Also the document helpers the editor needs (value at a dotted path, issue path -> field).
 #pragma once
 
-#include "config/io.h"
+#include "engine/config/io.h"
 
 #include <QString>
 #include <QStringList>
@@ -25,10 +25,10 @@ struct FieldSpec {
     std::optional<double> minimum;
     std::optional<double> maximum;
     bool exclusiveMinimum = false;
-    QStringList enumValues;     ///< Enum; and the units of a Duration
-    QString format;             ///< "path", "glob" (strings and lists)
-    QString itemType;           ///< List: "string", "integer" or "number"
-    Json defaultValue;          ///< the schema's default (null when none)
+    QStringList enumValues;           ///< Enum; and the units of a Duration
+    QString format;                   ///< "path", "glob" (strings and lists)
+    QString itemType;                 ///< List: "string", "integer" or "number"
+    Json defaultValue;                ///< the schema's default (null when none)
     std::vector<FieldSpec> children;  ///< Group
 
     /// A group whose "enabled" boolean switches it on and off (the callbacks).

@@ -1,4 +1,4 @@
-#include "config/scientific_spin_box.h"
+#include "ui/config/scientific_spin_box.h"
 
 #include <QLocale>
 #include <QRegularExpression>

@@ -1,6 +1,4 @@
-#include "logs/log_model.h"
-
-#include "run/run_controller.h"
+#include "ui/logs/log_model.h"
 
 #include <QBrush>
 #include <QColor>
@@ -38,8 +36,8 @@ QString LogModel::levelName(Level level) {
 }
 
 QString LogModel::sourceName(int rank) {
-    if (rank == RunController::kGuiRank) return tr("lathe");
-    if (rank == RunController::kConsoleRank) return tr("console");
+    if (rank == kGuiRank) return tr("lathe");
+    if (rank == kConsoleRank) return tr("console");
     return tr("rank %1").arg(rank);
 }
 
@@ -144,8 +142,10 @@ bool LogFilterModel::filterAcceptsRow(int row, const QModelIndex& parent) const 
         return false;
     if (rank_ != kAllRanks && sourceModel()->data(idx, LogModel::RankRole).toInt() != rank_)
         return false;
-    if (!search_.isEmpty() &&
-        !sourceModel()->data(idx, Qt::DisplayRole).toString().contains(search_, Qt::CaseInsensitive))
+    if (!search_.isEmpty() && !sourceModel()
+                                   ->data(idx, Qt::DisplayRole)
+                                   .toString()
+                                   .contains(search_, Qt::CaseInsensitive))
         return false;
     return true;
 }

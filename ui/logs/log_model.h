@@ -11,6 +11,10 @@ class QTimer;
 
 namespace lathe::ui {
 
+/// Log lines that do not come from an engine rank (an engine rank is >= 0).
+inline constexpr int kConsoleRank = -1;  ///< the engine process's stdout/stderr
+inline constexpr int kGuiRank = -2;      ///< notes of the RunController itself
+
 class LogModel : public QAbstractTableModel {
     Q_OBJECT
 
@@ -24,7 +28,7 @@ public:
 
     struct Entry {
         QDateTime time;
-        int rank = 0;  ///< >= 0 an engine rank; RunController::kConsoleRank / kGuiRank otherwise
+        int rank = 0;  ///< >= 0 an engine rank; kConsoleRank / kGuiRank otherwise
         Level level = Level::Info;
         QString message;
     };

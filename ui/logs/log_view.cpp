@@ -1,4 +1,4 @@
-#include "logs/log_view.h"
+#include "ui/logs/log_view.h"
 
 #include <QComboBox>
 #include <QFontDatabase>
@@ -51,9 +51,12 @@ LogView::LogView(LogModel* model, QWidget* parent) : QWidget(parent), model_(mod
     view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
     view_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     view_->header()->setStretchLastSection(true);
-    view_->setColumnWidth(LogModel::TimeColumn, view_->fontMetrics().horizontalAdvance(QStringLiteral("00:00:00.000__")));
-    view_->setColumnWidth(LogModel::SourceColumn, view_->fontMetrics().horizontalAdvance(QStringLiteral("console___")));
-    view_->setColumnWidth(LogModel::LevelColumn, view_->fontMetrics().horizontalAdvance(QStringLiteral("warning___")));
+    view_->setColumnWidth(LogModel::TimeColumn,
+                          view_->fontMetrics().horizontalAdvance(QStringLiteral("00:00:00.000__")));
+    view_->setColumnWidth(LogModel::SourceColumn,
+                          view_->fontMetrics().horizontalAdvance(QStringLiteral("console___")));
+    view_->setColumnWidth(LogModel::LevelColumn,
+                          view_->fontMetrics().horizontalAdvance(QStringLiteral("warning___")));
     layout->addWidget(view_, 1);
 
     connect(level_, &QComboBox::currentIndexChanged, this, [this] {

@@ -2,7 +2,7 @@
 // following the newest line unless scrolled away.
 #pragma once
 
-#include "logs/log_model.h"
+#include "ui/logs/log_model.h"
 
 #include <QWidget>
 

@@ -1,7 +1,8 @@
-#include "plots/metric_plot.h"
+#include "ui/plots/metric_plot.h"
 
 #include <QToolTip>
 
+#include <algorithm>
 #include <cmath>
 
 namespace lathe::ui {
@@ -52,7 +53,8 @@ MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
         a->grid()->setPen(QPen(grid));
     }
     plotLayout()->insertRow(0);
-    auto* title = new QCPTextElement(this, group_.title, QFont(font().family(), font().pointSize(), QFont::Bold));
+    auto* title = new QCPTextElement(this, group_.title,
+                                     QFont(font().family(), font().pointSize(), QFont::Bold));
     title->setTextColor(fg);
     plotLayout()->addElement(0, 0, title);
     xAxis->setLabel(axisLabel(axis_));
@@ -235,11 +237,31 @@ void MetricPlot::fitToData() {
         if (logY_) {
             yAxis->setRange(ymin / 1.2, std::max(ymax, ymin) * 1.2);
         } else {
-            double pad = (ymax - ymin) * 0.05;
-            if (pad <= 0) pad = std::max(std::abs(ymax) * 0.05, 1e-12);
-            yAxis->setRange(ymin - pad, ymax + pad);
+            yAxis->setRange(valueRange(ymin, ymax, group_.includeZero));
         }
     }
+}
+
+QCPRange MetricPlot::valueRange(double lo, double hi, bool includeZero) {
+    if (includeZero) {
+        lo = std::min(lo, 0.0);
+        hi = std::max(hi, 0.0);
+    }
+    const double magnitude = std::max(std::abs(lo), std::abs(hi));
+    const double span = std::max({hi - lo, magnitude * 0.05, 1e-12});
+    const double center = (lo + hi) / 2;
+    double lower = center - span / 2, upper = center + span / 2;
+    // With zero included, the axis starts at 0 rather than below it.
+    if (includeZero && lo >= 0) {
+        lower = 0;
+        upper = std::max(upper, span);
+    }
+    if (includeZero && hi <= 0) {
+        upper = 0;
+        lower = std::min(lower, -span);
+    }
+    const double pad = span * 0.05;
+    return QCPRange(lower == 0 ? 0 : lower - pad, upper == 0 ? 0 : upper + pad);
 }
 
 void MetricPlot::setXAxis(MetricStore::Axis axis) {
@@ -292,8 +314,8 @@ QString MetricPlot::readout(double key) const {
                              QString::number(it->key, 'g', 8));
             continue;
         }
-        QString row = QStringLiteral("<b>%1</b>: %2").arg(l.name.toHtmlEscaped(),
-                                                          QString::number(s->value[i], 'g', 6));
+        QString row = QStringLiteral("<b>%1</b>: %2")
+                          .arg(l.name.toHtmlEscaped(), QString::number(s->value[i], 'g', 6));
         if (group_.smoothed)
             row += tr(" (smoothed %1)").arg(QString::number(s->smoothed[i], 'g', 6));
         if (rows.isEmpty())

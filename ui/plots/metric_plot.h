@@ -5,9 +5,9 @@
 // one "(abandoned)" legend entry per metric.
 #pragma once
 
-#include "plots/metric_store.h"
+#include "ui/plots/metric_store.h"
 
-#include "plots/qcustomplot_include.h"
+#include "ui/plots/qcustomplot_include.h"
 
 #include <QRegularExpression>
 
@@ -15,8 +15,9 @@ namespace lathe::ui {
 
 struct MetricGroup {
     QString title;
-    QStringList patterns;  ///< wildcard patterns of metric names ("optim/LR*")
-    bool smoothed = true;  ///< draw the EMA over the raw line
+    QStringList patterns;      ///< wildcard patterns of metric names ("optim/LR*")
+    bool smoothed = true;      ///< draw the EMA over the raw line
+    bool includeZero = false;  ///< the value axis always shows 0 (memory: usage against nothing)
 };
 
 class MetricPlot : public QCustomPlot {
@@ -43,6 +44,10 @@ public:
     void rebuild();
     /// Fits the axes to all data (from the running min/max).
     void fitToData();
+    /// The linear value-axis range for data in [lo, hi]: 5% padding, at least 5% of the values'
+    /// magnitude tall (noise of a fraction of a percent stays a nearly flat line instead of a
+    /// full-height saw), and reaching down (or up) to 0 with `includeZero`.
+    static QCPRange valueRange(double lo, double hi, bool includeZero);
     /// The text of the hover read-out at a key (x) value.
     QString readout(double key) const;
 

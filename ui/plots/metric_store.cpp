@@ -1,4 +1,4 @@
-#include "plots/metric_store.h"
+#include "ui/plots/metric_store.h"
 
 #include <QBuffer>
 #include <QIODevice>
@@ -59,7 +59,7 @@ bool MetricStore::append(const QString& name, double step, double tokens, double
 }
 
 MetricStore::Series& MetricStore::seriesFor(const QString& name, const QString& metric,
-                                             int branch) {
+                                            int branch) {
     auto it = series_.find(name);
     if (it == series_.end()) {
         auto s = std::make_shared<Series>();
@@ -195,16 +195,16 @@ void MetricStore::resmooth(Series& s, double weight) {
         s.emaLast_ = s.emaLast_ * weight + (1 - weight) * x;
         ++s.emaCount_;
     }
-    s.constant_ = std::all_of(s.value.begin(), s.value.end(),
-                              [&](double x) { return x == s.value.front(); });
+    s.constant_ =
+        std::all_of(s.value.begin(), s.value.end(), [&](double x) { return x == s.value.front(); });
     ++s.smoothRevision;
 }
 
 QVector<double> MetricStore::smooth(const QVector<double>& values, double weight) {
     QVector<double> out;
     out.reserve(values.size());
-    const bool constant = std::all_of(values.begin(), values.end(),
-                                      [&](double x) { return x == values.front(); });
+    const bool constant =
+        std::all_of(values.begin(), values.end(), [&](double x) { return x == values.front(); });
     double last = 0;
     int n = 0;
     for (double x : values) {

@@ -8,7 +8,7 @@
 // run's own series stays strictly increasing in step and holds every step once.
 #pragma once
 
-#include "protocol/messages.h"
+#include "engine/protocol/messages.h"
 
 #include <QHash>
 #include <QObject>

@@ -1,4 +1,4 @@
-#include "plots/plot_panel.h"
+#include "ui/plots/plot_panel.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -29,7 +29,8 @@ QVector<MetricGroup> PlotPanel::defaultGroups() {
         {tr("Memory"),
          {QStringLiteral("system/*memory*"), QStringLiteral("gpu_memory/*"),
           QStringLiteral("memory/*")},
-         false},
+         false,
+         /*includeZero=*/true},
     };
 }
 
@@ -44,11 +45,13 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     smoothing_->setRange(0, 99);
     smoothing_->setValue(qRound(store_->smoothingWeight() * 100));
     smoothing_->setMaximumWidth(160);
-    smoothing_->setToolTip(tr("TensorBoard's debiased exponential moving average; the raw values "
-                              "are drawn faintly behind."));
+    smoothing_->setToolTip(
+        tr("TensorBoard's debiased exponential moving average; the raw values "
+           "are drawn faintly behind."));
     controls->addWidget(smoothing_);
     smoothingValue_ = new QLabel(QString::number(store_->smoothingWeight(), 'f', 2), this);
-    smoothingValue_->setMinimumWidth(smoothingValue_->fontMetrics().horizontalAdvance(QStringLiteral("0.00")));
+    smoothingValue_->setMinimumWidth(
+        smoothingValue_->fontMetrics().horizontalAdvance(QStringLiteral("0.00")));
     controls->addWidget(smoothingValue_);
     controls->addSpacing(12);
     logY_ = new QCheckBox(tr("Log y"), this);
@@ -66,8 +69,9 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     follow_ = new QCheckBox(tr("Follow latest"), this);
     follow_->setObjectName(QStringLiteral("followLatest"));
     follow_->setChecked(true);
-    follow_->setToolTip(tr("Keep every point in view as data arrives. Zooming or panning turns "
-                           "this off; Reset view turns it back on."));
+    follow_->setToolTip(
+        tr("Keep every point in view as data arrives. Zooming or panning turns "
+           "this off; Reset view turns it back on."));
     controls->addWidget(follow_);
     auto* reset = new QToolButton(this);
     reset->setText(tr("Reset view"));
@@ -108,8 +112,7 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     connect(store_, &MetricStore::cleared, this, &PlotPanel::scheduleReplot);
     connect(store_, &MetricStore::smoothingChanged, this, &PlotPanel::scheduleReplot);
     connect(store_, &MetricStore::restructured, this, &PlotPanel::scheduleReplot);
-    connect(smoothing_, &QSlider::valueChanged, this,
-            [this](int v) { setSmoothing(v / 100.0); });
+    connect(smoothing_, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
     connect(logY_, &QCheckBox::toggled, this, &PlotPanel::setLogY);
     connect(xAxis_, &QComboBox::currentIndexChanged, this, [this](int) {
         setXAxis(static_cast<MetricStore::Axis>(xAxis_->currentData().toInt()));
@@ -126,7 +129,9 @@ MetricPlot* PlotPanel::plotFor(const QString& metricName) const {
     return nullptr;
 }
 
-bool PlotPanel::replotPending() const { return replotTimer_->isActive(); }
+bool PlotPanel::replotPending() const {
+    return replotTimer_->isActive();
+}
 
 void PlotPanel::scheduleReplot() {
     if (!replotTimer_->isActive()) replotTimer_->start();
@@ -174,7 +179,9 @@ void PlotPanel::setFollowLatest(bool on) {
     scheduleReplot();
 }
 
-void PlotPanel::resetView() { setFollowLatest(true); }
+void PlotPanel::resetView() {
+    setFollowLatest(true);
+}
 
 bool PlotPanel::exportPng(const QString& path) {
     replotNow();
@@ -190,9 +197,8 @@ bool PlotPanel::exportCsv(const QString& path) {
 }
 
 void PlotPanel::exportPngInteractive() {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export plots as PNG"),
-                                                      QStringLiteral("plots.png"),
-                                                      tr("PNG images (*.png)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export plots as PNG"), QStringLiteral("plots.png"), tr("PNG images (*.png)"));
     if (!path.isEmpty() && !exportPng(path))
         QMessageBox::warning(this, tr("Export failed"), tr("Could not write %1.").arg(path));
 }

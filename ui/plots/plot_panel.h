@@ -4,8 +4,8 @@
 // repaint at most ~20 times a second however fast metrics arrive.
 #pragma once
 
-#include "plots/metric_plot.h"
-#include "plots/metric_store.h"
+#include "ui/plots/metric_plot.h"
+#include "ui/plots/metric_store.h"
 
 #include <QWidget>
 

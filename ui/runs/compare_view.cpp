@@ -1,7 +1,7 @@
-#include "runs/compare_view.h"
+#include "ui/runs/compare_view.h"
 
-#include "plots/metric_store.h"
-#include "plots/qcustomplot_include.h"
+#include "ui/plots/metric_store.h"
+#include "ui/plots/qcustomplot_include.h"
 
 #include <QComboBox>
 #include <QHBoxLayout>

@@ -3,8 +3,8 @@
 // Thin: the data is RunComparison's, the differences ConfigDiffModel's.
 #pragma once
 
-#include "runs/config_diff.h"
-#include "runs/run_comparison.h"
+#include "ui/runs/config_diff.h"
+#include "ui/runs/run_comparison.h"
 
 #include <QWidget>
 

@@ -1,42 +1,14 @@
-#include "runs/config_diff.h"
+#include "ui/runs/config_diff.h"
 
 #include <QFile>
-#include <QHash>
 
 namespace lathe::ui {
-namespace {
-
-void flatten(const Json& j, const std::string& path,
-             std::vector<std::pair<QString, QString>>& out) {
-    if (j.is_object() && !j.empty()) {
-        for (auto it = j.begin(); it != j.end(); ++it)
-            flatten(it.value(), path.empty() ? it.key() : path + "." + it.key(), out);
-        return;
-    }
-    out.emplace_back(QString::fromStdString(path), QString::fromStdString(j.dump()));
-}
-
-}  // namespace
-
-std::vector<std::pair<QString, QString>> flattenConfig(const Json& doc) {
-    std::vector<std::pair<QString, QString>> out;
-    flatten(doc, {}, out);
-    return out;
-}
 
 QVector<ConfigDifference> diffConfigs(const Json& a, const Json& b) {
-    const auto fa = flattenConfig(a), fb = flattenConfig(b);
-    QHash<QString, QString> mb;
-    for (const auto& [p, v] : fb) mb.insert(p, v);
-    QHash<QString, bool> seen;
     QVector<ConfigDifference> out;
-    for (const auto& [p, v] : fa) {
-        seen.insert(p, true);
-        const QString other = mb.value(p, kAbsent);
-        if (other != v) out.append({p, v, other});
-    }
-    for (const auto& [p, v] : fb)
-        if (!seen.contains(p)) out.append({p, kAbsent, v});
+    for (const auto& d : config::diff_documents(a, b))
+        out.append({QString::fromStdString(d.path), QString::fromStdString(d.before),
+                    QString::fromStdString(d.after), d.kind});
     return out;
 }
 

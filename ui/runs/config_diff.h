@@ -1,34 +1,32 @@
-// Config differences between two runs (or a checkpoint and an edited config): the leaf fields by
-// dotted path, only those that differ. ConfigDiffModel shows them as a table (path, A, B).
+// Config differences between two runs (or a checkpoint and an edited config), as lathe_config
+// computes them (engine/config/diff.h). ConfigDiffModel shows them as a table (path, A, B).
 #pragma once
 
-#include "config/io.h"
+#include "engine/config/diff.h"
+#include "engine/config/io.h"
 
 #include <QAbstractTableModel>
 #include <QString>
 #include <QVector>
 
-#include <utility>
-#include <vector>
-
 namespace lathe::ui {
 
 using Json = lathe::config::Json;
 
+/// A difference as the GUI shows it; computed by lathe::config::diff_documents().
 struct ConfigDifference {
     QString path;
     QString a;  ///< compact JSON text, or kAbsent
     QString b;
+    config::ResumeChangeKind kind = config::ResumeChangeKind::Changed;
     bool operator==(const ConfigDifference& o) const {
-        return path == o.path && a == o.a && b == o.b;
+        return path == o.path && a == o.a && b == o.b && kind == o.kind;
     }
 };
 
-inline const QString kAbsent = QStringLiteral("(absent)");
+inline const QString kAbsent = QString::fromLatin1(config::kAbsent);
 
-/// Leaf values by dotted path in document order; arrays are leaves (compact JSON text).
-std::vector<std::pair<QString, QString>> flattenConfig(const Json& doc);
-/// The fields whose values differ, in `a`'s order, then the paths only `b` has.
+/// config::diff_documents(a, b) in Qt strings: `a`'s order, then the paths only `b` has.
 QVector<ConfigDifference> diffConfigs(const Json& a, const Json& b);
 /// Reads a JSON file; false with `error` when missing or malformed.
 bool readJsonFile(const QString& path, Json& out, QString* error = nullptr);

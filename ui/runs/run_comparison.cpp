@@ -1,8 +1,11 @@
-#include "runs/run_comparison.h"
+#include "ui/runs/run_comparison.h"
 
-#include "plots/metric_store.h"
-#include "runs/config_diff.h"
-#include "runs/run_metrics_loader.h"
+#include "ui/plots/metric_store.h"
+#include "ui/runs/config_diff.h"
+#include "ui/runs/run_info.h"
+#include "ui/runs/run_metrics_loader.h"
+
+#include "engine/run_folder/layout.h"
 
 #include <QFileInfo>
 
@@ -44,7 +47,7 @@ QColor RunComparison::color(int i) const {
 
 lathe::config::Json RunComparison::config(int i) const {
     lathe::config::Json j;
-    readJsonFile(runs_.at(i).dir + QStringLiteral("/config.json"), j);
+    readJsonFile(runFile(runs_.at(i).dir, run_folder::kConfigFile), j);
     return j;
 }
 

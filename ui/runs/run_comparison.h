@@ -3,7 +3,7 @@
 // the same smoothing weight; each run has a fixed colour. Not a widget: CompareView draws it.
 #pragma once
 
-#include "config/io.h"
+#include "engine/config/io.h"
 
 #include <QColor>
 #include <QObject>

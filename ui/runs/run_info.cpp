@@ -1,10 +1,11 @@
-#include "runs/run_info.h"
+#include "ui/runs/run_info.h"
+
+#include "engine/run_folder/layout.h"
+#include "engine/run_folder/records.h"
 
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonDocument>
-#include <QJsonObject>
 
 #include <cerrno>
 #include <cmath>
@@ -18,39 +19,10 @@ bool sameNumber(double a, double b) {
     return a == b || (std::isnan(a) && std::isnan(b));
 }
 
-qint64 integer(const QJsonObject& o, const char* key, qint64 fallback = -1) {
-    const QJsonValue v = o.value(QLatin1String(key));
-    return v.isDouble() ? static_cast<qint64>(v.toDouble()) : fallback;
-}
-
-double number(const QJsonObject& o, const char* key) {
-    const QJsonValue v = o.value(QLatin1String(key));
-    return v.isDouble() ? v.toDouble() : std::numeric_limits<double>::quiet_NaN();
-}
-
-QDateTime isoTime(const QJsonObject& o, const char* key) {
-    QDateTime t = QDateTime::fromString(o.value(QLatin1String(key)).toString(), Qt::ISODate);
+QDateTime isoTime(const std::string& text) {
+    QDateTime t = QDateTime::fromString(QString::fromStdString(text), Qt::ISODate);
     if (t.isValid()) t = t.toUTC();
     return t;
-}
-
-// Reads a small JSON object file; false (with `error`) when missing or not an object.
-bool readObject(const QString& path, QJsonObject& out, QString* error) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) {
-        if (error) *error = f.errorString();
-        return false;
-    }
-    QJsonParseError pe;
-    const QJsonDocument doc = QJsonDocument::fromJson(f.read(1 << 20), &pe);
-    if (pe.error != QJsonParseError::NoError || !doc.isObject()) {
-        if (error)
-            *error = pe.error != QJsonParseError::NoError ? pe.errorString()
-                                                          : QStringLiteral("not an object");
-        return false;
-    }
-    out = doc.object();
-    return true;
 }
 
 }  // namespace
@@ -75,11 +47,7 @@ bool processAlive(qint64 pid) {
 }
 
 QString defaultRunsRoot() {
-    const QString env = qEnvironmentVariable("LATHE_RUNS_DIR");
-    if (!env.isEmpty()) return env;
-    const QString xdg = qEnvironmentVariable("XDG_DATA_HOME");
-    if (!xdg.isEmpty()) return xdg + QStringLiteral("/lathe/runs");
-    return QDir::homePath() + QStringLiteral("/.local/share/lathe/runs");
+    return QString::fromStdString(run_folder::default_runs_root());
 }
 
 QString runStateName(RunState state) {
@@ -100,10 +68,12 @@ QString runStateName(RunState state) {
     return {};
 }
 
+QString runFile(const QString& runDir, const char* name) {
+    return QDir(runDir).filePath(QString::fromLatin1(name));
+}
+
 bool isRunFolder(const QString& dir) {
-    const QDir d(dir);
-    return d.exists(QStringLiteral("status.json")) || d.exists(QStringLiteral("config.json")) ||
-           d.exists(QStringLiteral("metrics.jsonl"));
+    return run_folder::is_run_folder(dir.toStdString());
 }
 
 RunInfo readRunInfo(const QString& dir, const RunInfoOptions& options) {
@@ -112,48 +82,52 @@ RunInfo readRunInfo(const QString& dir, const RunInfoOptions& options) {
     info.name = fi.fileName();
     info.path = fi.absoluteFilePath();
     const QDir d(info.path);
-    info.hasConfig = d.exists(QStringLiteral("config.json"));
-    const QFileInfo metrics(d.filePath(QStringLiteral("metrics.jsonl")));
+    const std::string folder = info.path.toStdString();
+    auto file = [&](const char* name) { return run_folder::join(folder, name); };
+    info.hasConfig = d.exists(QString::fromLatin1(run_folder::kConfigFile));
+    const QFileInfo metrics(d.filePath(QString::fromLatin1(run_folder::kMetricsJsonlFile)));
     info.hasMetrics = metrics.exists();
 
-    QJsonObject parent;
-    if (readObject(d.filePath(QStringLiteral("parent.json")), parent, nullptr)) {
-        info.parentRun = parent.value(QLatin1String("parent_run")).toString();
-        info.parentStep = integer(parent, "parent_step");
+    if (const auto parent =
+            run_folder::read_record<run_folder::ParentLink>(file(run_folder::kParentFile))) {
+        info.parentRun = QString::fromStdString(parent->parent_run);
+        info.parentStep = parent->parent_step;
     }
 
-    QJsonObject s;
-    QString error;
-    if (!readObject(d.filePath(QStringLiteral("status.json")), s, &error)) {
-        info.reason = QFile::exists(d.filePath(QStringLiteral("status.json")))
-                          ? QObject::tr("status.json unreadable: %1").arg(error)
-                          : QObject::tr("no status.json");
+    std::string error;
+    const auto s =
+        run_folder::read_record<run_folder::RunStatus>(file(run_folder::kStatusFile), &error);
+    if (!s) {
+        info.reason =
+            d.exists(QString::fromLatin1(run_folder::kStatusFile))
+                ? QObject::tr("status.json unreadable: %1").arg(QString::fromStdString(error))
+                : QObject::tr("no status.json");
         return info;
     }
-    const QString state = s.value(QLatin1String("state")).toString();
-    if (state == QLatin1String("running")) {
+    using run_folder::RunStatus;
+    if (s->state == RunStatus::kRunning) {
         info.state = RunState::Running;
-    } else if (state == QLatin1String("finished")) {
+    } else if (s->state == RunStatus::kFinished) {
         info.state = RunState::Finished;
-    } else if (state == QLatin1String("stopped")) {
+    } else if (s->state == RunStatus::kStopped) {
         info.state = RunState::Stopped;
-    } else if (state == QLatin1String("failed")) {
+    } else if (s->state == RunStatus::kFailed) {
         info.state = RunState::Failed;
     } else {
-        info.reason = QObject::tr("unknown state \"%1\"").arg(state);
+        info.reason = QObject::tr("unknown state \"%1\"").arg(QString::fromStdString(s->state));
     }
-    if (info.reason.isEmpty()) info.reason = s.value(QLatin1String("reason")).toString();
-    info.pid = integer(s, "pid", 0);
-    info.startedAt = isoTime(s, "started_at");
-    info.updatedAt = isoTime(s, "updated_at");
-    info.elapsedS = number(s, "elapsed_s");
-    info.step = integer(s, "step");
-    info.maxSteps = integer(s, "max_steps");
-    info.tokens = integer(s, "tokens");
-    info.maxTokens = integer(s, "max_tokens");
-    info.worldSize = static_cast<int>(integer(s, "world_size", 0));
-    info.model = s.value(QLatin1String("model")).toString();
-    info.lastLoss = number(s, "last_loss");
+    if (info.reason.isEmpty()) info.reason = QString::fromStdString(s->reason);
+    info.pid = s->pid;
+    info.startedAt = isoTime(s->started_at);
+    info.updatedAt = isoTime(s->updated_at);
+    info.elapsedS = s->elapsed_s;
+    info.step = s->step;
+    info.maxSteps = s->max_steps;
+    info.tokens = s->tokens;
+    info.maxTokens = s->max_tokens;
+    info.worldSize = static_cast<int>(s->world_size);
+    info.model = QString::fromStdString(s->model);
+    info.lastLoss = s->last_loss.value_or(std::numeric_limits<double>::quiet_NaN());
 
     if (info.state == RunState::Running) {
         const QDateTime now = options.now.isValid() ? options.now : QDateTime::currentDateTimeUtc();

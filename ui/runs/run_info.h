@@ -44,6 +44,9 @@ QString defaultRunsRoot();
 
 QString runStateName(RunState state);
 
+/// The file `name` (a run_folder::k*File constant) of the run folder `runDir`.
+QString runFile(const QString& runDir, const char* name);
+
 /// Whether `dir` looks like a run folder (status.json, config.json or metrics.jsonl).
 bool isRunFolder(const QString& dir);
 

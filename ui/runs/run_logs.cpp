@@ -1,6 +1,6 @@
-#include "runs/run_logs.h"
+#include "ui/runs/run_logs.h"
 
-#include "logs/log_model.h"
+#include "ui/logs/log_model.h"
 
 #include <QDir>
 #include <QFile>

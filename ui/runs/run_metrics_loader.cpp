@@ -1,13 +1,13 @@
-#include "runs/run_metrics_loader.h"
+#include "ui/runs/run_metrics_loader.h"
 
-#include "sinks/jsonl_reader.h"
+#include "engine/run_folder/layout.h"
+#include "engine/run_folder/records.h"
+#include "engine/sinks/jsonl_reader.h"
 
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QFileSystemWatcher>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QTimer>
 
 #include <cmath>
@@ -17,7 +17,7 @@ namespace lathe::ui {
 namespace {
 
 QString metricsPath(const QString& runDir) {
-    return runDir + QStringLiteral("/metrics.jsonl");
+    return QDir(runDir).filePath(QString::fromLatin1(run_folder::kMetricsJsonlFile));
 }
 
 lathe::protocol::Metrics toMetrics(const lathe::sinks::MetricRecord& r, double wallOrigin) {
@@ -42,14 +42,9 @@ RunMetricsLoader::RunMetricsLoader(MetricStore* store, QObject* parent)
 
 QVector<qint64> RunMetricsLoader::readResumeSteps(const QString& runDir) {
     QVector<qint64> out;
-    QFile f(runDir + QStringLiteral("/history.jsonl"));
-    if (!f.open(QIODevice::ReadOnly)) return out;
-    while (!f.atEnd()) {
-        const QJsonObject o = QJsonDocument::fromJson(f.readLine()).object();
-        if (o.value(QLatin1String("event")).toString() == QLatin1String("resumed") &&
-            o.value(QLatin1String("from_step")).isDouble())
-            out.append(o.value(QLatin1String("from_step")).toInteger());
-    }
+    for (const auto& e : run_folder::read_resume_events(
+             run_folder::join(runDir.toStdString(), run_folder::kHistoryFile)))
+        out.append(e.from_step);
     return out;
 }
 
@@ -85,13 +80,13 @@ void RunMetricsLoader::ingest(const lathe::sinks::MetricRecord& r, Branching& b,
 
 void RunMetricsLoader::loadParents(const QString& runDir, int depth) {
     if (depth >= kMaxParentDepth) return;
-    QFile f(runDir + QStringLiteral("/parent.json"));
-    if (!f.open(QIODevice::ReadOnly)) return;
-    const QJsonObject p = QJsonDocument::fromJson(f.readAll()).object();
-    const qint64 parentStep = p.value(QLatin1String("parent_step")).toInteger(-1);
-    QString parentDir = p.value(QLatin1String("parent_dir")).toString();
+    const auto p = run_folder::read_record<run_folder::ParentLink>(
+        run_folder::join(runDir.toStdString(), run_folder::kParentFile));
+    if (!p) return;
+    const qint64 parentStep = p->parent_step;
+    QString parentDir = QString::fromStdString(p->parent_dir);
     if (parentDir.isEmpty()) {
-        const QString name = p.value(QLatin1String("parent_run")).toString();
+        const QString name = QString::fromStdString(p->parent_run);
         if (name.isEmpty()) return;
         parentDir = QFileInfo(runDir).dir().filePath(name);  // a sibling in the same runs root
     }
@@ -142,7 +137,8 @@ int RunMetricsLoader::poll() {
     const QString path = metricsPath(runDir_);
     if (!QFileInfo::exists(path)) return 0;
     // history.jsonl gains a line at each resume: re-read it when it grew.
-    const qint64 hsize = QFileInfo(runDir_ + QStringLiteral("/history.jsonl")).size();
+    const qint64 hsize =
+        QFileInfo(QDir(runDir_).filePath(QString::fromLatin1(run_folder::kHistoryFile))).size();
     if (hsize != historySize_) {
         historySize_ = hsize;
         const int used = own_.used;

@@ -16,7 +16,7 @@
 // line shown (wallOrigin()).
 #pragma once
 
-#include "plots/metric_store.h"
+#include "ui/plots/metric_store.h"
 
 #include <QObject>
 #include <QString>

@@ -1,6 +1,9 @@
-#include "runs/runs_model.h"
+#include "ui/runs/runs_model.h"
 
-#include "runs/run_format.h"
+#include "ui/runs/run_format.h"
+#include "ui/runs/run_info.h"
+
+#include "engine/run_folder/layout.h"
 
 #include <QBrush>
 #include <QColor>
@@ -80,15 +83,15 @@ void RunsModel::scheduleRefresh() {
 
 RunsModel::Stamp RunsModel::stampOf(const QString& dir) {
     Stamp s;
-    const QFileInfo status(dir + QStringLiteral("/status.json"));
+    const QFileInfo status(runFile(dir, run_folder::kStatusFile));
     if (status.exists()) {
         s.statusMtime = status.lastModified().toMSecsSinceEpoch();
         s.statusSize = status.size();
     }
-    const QFileInfo parent(dir + QStringLiteral("/parent.json"));
+    const QFileInfo parent(runFile(dir, run_folder::kParentFile));
     if (parent.exists()) s.parentMtime = parent.lastModified().toMSecsSinceEpoch();
-    s.hasConfig = QFileInfo::exists(dir + QStringLiteral("/config.json"));
-    s.hasMetrics = QFileInfo::exists(dir + QStringLiteral("/metrics.jsonl"));
+    s.hasConfig = QFileInfo::exists(runFile(dir, run_folder::kConfigFile));
+    s.hasMetrics = QFileInfo::exists(runFile(dir, run_folder::kMetricsJsonlFile));
     return s;
 }
 

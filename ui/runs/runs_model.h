@@ -7,7 +7,7 @@
 // RunsFilterModel sorts by the raw values (SortRole) and filters by text and state.
 #pragma once
 
-#include "runs/run_info.h"
+#include "ui/runs/run_info.h"
 
 #include <QAbstractTableModel>
 #include <QHash>

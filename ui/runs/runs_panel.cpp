@@ -1,5 +1,5 @@
-#include "runs/runs_panel.h"
-#include "util/table_views.h"
+#include "ui/runs/runs_panel.h"
+#include "ui/util/table_views.h"
 
 #include <QComboBox>
 #include <QDesktopServices>

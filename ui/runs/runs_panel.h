@@ -3,7 +3,7 @@
 // followed live), Compare (two or more runs), Open folder. Thin: the logic is in the models.
 #pragma once
 
-#include "runs/runs_model.h"
+#include "ui/runs/runs_model.h"
 
 #include <QWidget>
 

@@ -2,8 +2,8 @@
 // OLMo-core's fields and priorities.
 #pragma once
 
-#include "config/config.h"
-#include "train/callback.h"
+#include "engine/config/config.h"
+#include "engine/train/callback.h"
 
 #include <functional>
 #include <memory>
@@ -17,11 +17,13 @@ class Trainer;
 /// lm_evaluator by no_evals). `validation` may be null.
 void add_builtin_callbacks(Trainer& trainer, std::shared_ptr<data::TokenDataset> validation);
 
-std::unique_ptr<Callback> make_console_logger(const config::ConsoleLoggerConfig& c, int64_t metrics_collect_interval);
+std::unique_ptr<Callback> make_console_logger(const config::ConsoleLoggerConfig& c,
+                                              int64_t metrics_collect_interval);
 std::unique_ptr<Callback> make_checkpointer(const config::CheckpointerConfig& c);
 std::unique_ptr<Callback> make_speed_monitor(const config::SpeedMonitorConfig& c);
 std::unique_ptr<Callback> make_memory_monitor(const config::MemoryMonitorConfig& c);
-std::unique_ptr<Callback> make_lm_evaluator(const config::LMEvaluatorConfig& c, std::shared_ptr<data::TokenDataset> ds);
+std::unique_ptr<Callback> make_lm_evaluator(const config::LMEvaluatorConfig& c,
+                                            std::shared_ptr<data::TokenDataset> ds);
 std::unique_ptr<Callback> make_stability_monitor(const config::StabilityMonitorConfig& c);
 std::unique_ptr<Callback> make_profiler(const config::ProfilerConfig& c);
 std::unique_ptr<Callback> make_metric_saver(const config::MetricSaverConfig& c);

@@ -1,9 +1,9 @@
 // checkpointer: periodic, ephemeral, fixed-step, on-demand and final checkpoints, and retention
 // (OLMo-core's CheckpointerCallback).
-#include "checkpoint/checkpointer.h"
-#include "train/callbacks/builtin.h"
-#include "train/trainer.h"
-#include "util/log.h"
+#include "engine/checkpoint/checkpointer.h"
+#include "engine/train/callbacks/builtin.h"
+#include "engine/train/trainer.h"
+#include "engine/util/log.h"
 
 #include <algorithm>
 #include <deque>
@@ -25,7 +25,8 @@ public:
         if (cfg_.remove != config::CheckpointRemovalStrategy::never) {
             for (const auto& c : checkpoint::Checkpointer::complete_checkpoints(t.save_folder())) {
                 if (c.step == 0 || c.step > step() || is_permanent_step(c.step)) continue;
-                if (cfg_.remove == config::CheckpointRemovalStrategy::all_non_permanent || c.ephemeral) {
+                if (cfg_.remove == config::CheckpointRemovalStrategy::all_non_permanent ||
+                    c.ephemeral) {
                     ephemeral_.push_back(c.path);
                 }
             }
@@ -40,7 +41,8 @@ public:
         auto& t = trainer();
         t.checkpointer().poll();  // an error of the previous async save surfaces here
         const int64_t s = step();
-        bool fixed = std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) != cfg_.fixed_steps.end();
+        bool fixed = std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) !=
+                     cfg_.fixed_steps.end();
         if (t.checkpoint_requested_this_step()) {
             log::info("checkpoint requested at step {}", s);
             save(false);
@@ -64,7 +66,9 @@ public:
 
 private:
     bool is_permanent_step(int64_t s) const {
-        if (std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) != cfg_.fixed_steps.end()) return true;
+        if (std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) !=
+            cfg_.fixed_steps.end())
+            return true;
         return cfg_.save_interval && s % *cfg_.save_interval == 0;
     }
 

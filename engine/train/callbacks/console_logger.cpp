@@ -1,11 +1,11 @@
 // console_logger: a progress line with the chosen metrics every metrics_log_interval steps.
-#include "train/callbacks/builtin.h"
-#include "train/trainer.h"
-#include "util/log.h"
+#include "engine/train/callbacks/builtin.h"
+#include "engine/train/trainer.h"
+#include "engine/util/log.h"
 
 #include <chrono>
-#include <map>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 namespace lathe::train {
@@ -59,8 +59,12 @@ std::string format_value(double v) {
 
 std::string label(const std::string& name) {
     static const std::map<std::string, std::string> short_names = {
-        {"train/CE loss", "loss"},         {"train/Z loss", "z-loss"},        {"optim/total grad norm", "grad norm"},
-        {"optim/LR (group 0)", "lr"},      {"throughput/device/TPS", "tok/s"}, {"throughput/device/MFU", "MFU"},
+        {"train/CE loss", "loss"},
+        {"train/Z loss", "z-loss"},
+        {"optim/total grad norm", "grad norm"},
+        {"optim/LR (group 0)", "lr"},
+        {"throughput/device/TPS", "tok/s"},
+        {"throughput/device/MFU", "MFU"},
         {"spike/SpikeScore", "spike"}};
     auto it = short_names.find(name);
     return it == short_names.end() ? name : it->second;
@@ -73,8 +77,10 @@ std::string format_metric(const std::string& name, double v) {
         return buf;
     }
     if (name == "throughput/device/TPS") {
-        if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-        else std::snprintf(buf, sizeof buf, "%.0f", v);
+        if (v >= 1e3)
+            std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+        else
+            std::snprintf(buf, sizeof buf, "%.0f", v);
         return buf;
     }
     if (name.find("loss") != std::string::npos) {
@@ -113,9 +119,13 @@ public:
                 line << " | " << label(name) << " " << format_metric(name, v);
             }
         }
-        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
         int64_t done = s - start_step_;
-        if (done > 0 && total > s) line << " | ETA " << format_duration(elapsed / static_cast<double>(done) * static_cast<double>(total - s));
+        if (done > 0 && total > s)
+            line << " | ETA "
+                 << format_duration(elapsed / static_cast<double>(done) *
+                                    static_cast<double>(total - s));
         log::info("{}", line.str());
     }
 
@@ -128,7 +138,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Callback> make_console_logger(const config::ConsoleLoggerConfig& c, int64_t collect) {
+std::unique_ptr<Callback> make_console_logger(const config::ConsoleLoggerConfig& c,
+                                              int64_t collect) {
     return std::make_unique<ConsoleLogger>(c, collect);
 }
 

@@ -2,11 +2,11 @@
 // metrics (from the async metric logging), status, checkpoint, error and bye; applies the GUI's
 // checkpoint and stop commands at the next step boundary (the trainer then agrees on them across
 // ranks, so every rank acts on the same step).
-#include "config/io.h"
-#include "protocol/control_client.h"
-#include "train/callbacks/builtin.h"
-#include "train/trainer.h"
-#include "util/log.h"
+#include "engine/config/io.h"
+#include "engine/protocol/control_client.h"
+#include "engine/train/callbacks/builtin.h"
+#include "engine/train/trainer.h"
+#include "engine/util/log.h"
 
 #include <chrono>
 #include <regex>
@@ -20,11 +20,14 @@ using Clock = std::chrono::steady_clock;
 class ControlChannel : public Callback {
 public:
     explicit ControlChannel(std::string socket) : socket_(std::move(socket)) {}
-    int priority() const override { return 2; }  // before the checkpointer, so "checkpointing" is sent first
+    int priority() const override {
+        return 2;
+    }  // before the checkpointer, so "checkpointing" is sent first
 
     void post_attach() override {
         std::string err;
-        if (!client_.connect(socket_, &err)) log::error("control channel: cannot connect to {}: {}", socket_, err);
+        if (!client_.connect(socket_, &err))
+            log::error("control channel: cannot connect to {}: {}", socket_, err);
     }
 
     void pre_train() override {
@@ -40,16 +43,17 @@ public:
         send_status(protocol::RunState::running, true);
     }
 
-    void pre_step(const data::Batch&) override {
-        poll();
-    }
+    void pre_step(const data::Batch&) override { poll(); }
 
     void post_train_batch() override {
-        if (trainer().checkpoint_requested_this_step()) send_status(protocol::RunState::checkpointing, true);
+        if (trainer().checkpoint_requested_this_step())
+            send_status(protocol::RunState::checkpointing, true);
     }
 
     void post_step() override {
-        send_status(trainer().is_canceled() ? protocol::RunState::stopping : protocol::RunState::running, false);
+        send_status(
+            trainer().is_canceled() ? protocol::RunState::stopping : protocol::RunState::running,
+            false);
     }
 
     void log_metrics(int64_t s, const metrics::StepMetrics& m) override {
@@ -82,21 +86,24 @@ public:
         if (!failed_) {
             bool stopped = trainer().is_canceled();
             send_status(protocol::RunState::finished, true);
-            client_.send(protocol::Bye{stopped ? protocol::ExitReason::stopped : protocol::ExitReason::finished});
+            client_.send(protocol::Bye{stopped ? protocol::ExitReason::stopped
+                                               : protocol::ExitReason::finished});
         }
         client_.close();
     }
 
 private:
     void poll() {
-        for (const auto& w : client_.poll_warnings()) log::warn("control channel: dropped a malformed command: {}", w);
+        for (const auto& w : client_.poll_warnings())
+            log::warn("control channel: dropped a malformed command: {}", w);
         for (const auto& c : client_.poll_commands()) {
             auto& t = trainer();
             if (std::holds_alternative<protocol::SaveCheckpoint>(c)) {
                 log::info("control channel: checkpoint requested");
                 t.request_checkpoint();
             } else if (const auto* stop = std::get_if<protocol::Stop>(&c)) {
-                log::info("control channel: stop requested{}", stop->checkpoint ? "" : " (no final checkpoint)");
+                log::info("control channel: stop requested{}",
+                          stop->checkpoint ? "" : " (no final checkpoint)");
                 if (!stop->checkpoint) t.control().stop_without_checkpoint = true;
                 t.cancel_run("stop requested from the GUI");
                 send_status(protocol::RunState::stopping, true);
@@ -117,7 +124,8 @@ private:
         int64_t done = step() - start_step_;
         if (done > 0 && elapsed > 0) {
             s.tokens_per_s = static_cast<double>(done * t.tokens_per_batch()) / elapsed;
-            s.eta_s = elapsed / static_cast<double>(done) * static_cast<double>(std::max<int64_t>(0, t.max_steps() - step()));
+            s.eta_s = elapsed / static_cast<double>(done) *
+                      static_cast<double>(std::max<int64_t>(0, t.max_steps() - step()));
         }
         client_.send(s);
     }

@@ -1,12 +1,12 @@
 // metric_saver: metrics.jsonl, metrics.csv and a TensorBoard event file in the run folder (rank 0),
 // written by a background writer so the training step never waits on the disk. A failing file
 // (disk full, permissions) logs one error and the run goes on.
-#include "checkpoint/checkpointer.h"
-#include "sinks/async_sink_writer.h"
-#include "sinks/run_sinks.h"
-#include "train/callbacks/builtin.h"
-#include "train/trainer.h"
-#include "util/log.h"
+#include "engine/checkpoint/checkpointer.h"
+#include "engine/sinks/async_sink_writer.h"
+#include "engine/sinks/run_sinks.h"
+#include "engine/train/callbacks/builtin.h"
+#include "engine/train/trainer.h"
+#include "engine/util/log.h"
 
 #include <ctime>
 
@@ -33,7 +33,8 @@ public:
         o.tensorboard = cfg_.tensorboard;
         // Resuming continues the same files.
         o.mode = t.checkpoint_loaded() ? sinks::OpenMode::append : sinks::OpenMode::truncate;
-        auto list = sinks::make_run_sinks(t.save_folder(), o, [](const std::string& msg) { log::error("{}", msg); });
+        auto list = sinks::make_run_sinks(t.save_folder(), o,
+                                          [](const std::string& msg) { log::error("{}", msg); });
         for (auto& s : list) s->open();
         writer_ = std::make_unique<sinks::AsyncSinkWriter>(std::move(list));
     }
@@ -56,9 +57,11 @@ public:
         writer_->close();
         stats_.writer_cpu_s = writer_->thread_cpu_seconds();
         if (stats_.records > 0) {
-            log::debug("metric files: {} records; writer thread {:.1f} us of CPU per record, submit {:.1f} us",
-                       stats_.records, 1e6 * stats_.writer_cpu_s / static_cast<double>(stats_.records),
-                       1e6 * stats_.submit_cpu_s / static_cast<double>(stats_.records));
+            log::debug(
+                "metric files: {} records; writer thread {:.1f} us of CPU per record, submit "
+                "{:.1f} us",
+                stats_.records, 1e6 * stats_.writer_cpu_s / static_cast<double>(stats_.records),
+                1e6 * stats_.submit_cpu_s / static_cast<double>(stats_.records));
         }
     }
 

@@ -1,5 +1,5 @@
 // lathe_config: round trips, overrides, durations, schema and the table of bad configs.
-#include "config/io.h"
+#include "engine/config/io.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -174,6 +174,38 @@ private Q_SLOTS:
         QVERIFY2(l.ok(), issues_text(l.issues).c_str());
         QCOMPARE(l.config.model.d_model, int64_t(96));
         QCOMPARE(l.config.seed, int64_t(3));
+    }
+
+    void stringOverrideForAList() {
+        // As users type it: one path for a list of paths.
+        auto l = load("tiny", {"dataset.paths=/a/file"});
+        QCOMPARE(l.config.dataset.paths, std::vector<std::string>{"/a/file"});
+        for (const auto& i : l.issues) QVERIFY2(i.path != "dataset.paths", i.to_string().c_str());
+        // Any other type where the list belongs keeps the schema's error.
+        l = load("tiny", {"dataset.paths=3"});
+        QVERIFY(!l.ok());
+        QCOMPARE(QString::fromStdString(l.issues[0].path), QString("dataset.paths"));
+        QVERIFY2(l.issues[0].message.find("array") != std::string::npos,
+                 l.issues[0].to_string().c_str());
+        // And a string for a field that is not a list of strings is not turned into one.
+        l = load("tiny", {"trainer.callbacks.checkpointer.fixed_steps=5"});
+        QVERIFY(!l.ok());
+    }
+
+    void evaluatorNeedsHeldOutData() {
+        // Nothing is held out unless asked: the default trains on every instance.
+        QCOMPARE(load("tiny").config.dataset.validation_fraction, 0.0);
+        auto l = load("tiny", {"trainer.callbacks.lm_evaluator.enabled=true"});
+        QVERIFY(!l.ok());
+        QCOMPARE(QString::fromStdString(l.issues[0].path),
+                 QString("trainer.callbacks.lm_evaluator.enabled"));
+        QVERIFY(l.issues[0].message.find("dataset.validation_fraction") != std::string::npos);
+        QVERIFY(load("tiny", {"trainer.callbacks.lm_evaluator.enabled=true",
+                              "dataset.validation_fraction=0.02"})
+                    .ok());
+        QVERIFY(
+            load("tiny", {"trainer.callbacks.lm_evaluator.enabled=true", "trainer.no_evals=true"})
+                .ok());
     }
 
     void badOverrides() {

@@ -1,6 +1,6 @@
 // The local launcher and multi-process training: DDP parity with one rank, rank failures (SIGKILL,
 // an error at a chosen step), a busy port, and two launchers acting as two nodes on loopback.
-#include "engine_runner.h"
+#include "tests/engine_runner.h"
 
 #include <QElapsedTimer>
 #include <QJsonArray>
@@ -9,8 +9,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 
 using namespace lathe::testing;
 
@@ -70,7 +70,8 @@ QMap<QString, QVector<float>> read_tensors(const QString& path) {
 }
 
 QStringList common(const QString& run) {
-    return {"tiny", "run_name=" + run, "launch.num_threads=1", "trainer.metrics_collect_interval=1"};
+    return {"tiny", "run_name=" + run, "launch.num_threads=1",
+            "trainer.metrics_collect_interval=1"};
 }
 
 }  // namespace
@@ -88,13 +89,17 @@ private Q_SLOTS:
     }
     void parallelMatchesOneRank() {
         QFETCH(QString, dp);
-        auto one = run_engine(QStringList{"train"} + common("p1" + dp) + QStringList{"trainer.max_duration=20steps"}, dir_.path());
+        auto one = run_engine(
+            QStringList{"train"} + common("p1" + dp) + QStringList{"trainer.max_duration=20steps"},
+            dir_.path());
         QVERIFY2(one.exit_code == 0, qPrintable(one.output));
-        auto two = run_engine(QStringList{"launch", "--nproc", "2"} + common("p2" + dp) +
-                                  QStringList{"trainer.max_duration=20steps", "train_module.dp_config.name=" + dp},
-                              dir_.path());
+        auto two = run_engine(
+            QStringList{"launch", "--nproc", "2"} + common("p2" + dp) +
+                QStringList{"trainer.max_duration=20steps", "train_module.dp_config.name=" + dp,
+                            "launch.log_filter_type=all_ranks"},
+            dir_.path());
         QVERIFY2(two.exit_code == 0, qPrintable(two.output));
-        QVERIFY(two.output.contains("[rank 1] "));  // output prefixed by rank
+        QVERIFY(two.output.contains("[rank 1] "));  // every rank logs; output prefixed by rank
         QVERIFY(two.output.contains(dp == "fsdp" ? "FSDP over 2 ranks" : "DDP over 2 ranks"));
         auto a = losses(read_metrics(folder("p1" + dp) + "/metrics.jsonl"));
         auto b = losses(read_metrics(folder("p2" + dp) + "/metrics.jsonl"));
@@ -102,7 +107,10 @@ private Q_SLOTS:
         QCOMPARE(b.size(), 20);
         for (auto it = a.begin(); it != a.end(); ++it) {
             double rel = std::fabs(it.value() - b[it.key()]) / std::fabs(it.value());
-            QVERIFY2(rel < 1e-5, qPrintable(QString("step %1: %2 vs %3").arg(it.key()).arg(it.value()).arg(b[it.key()])));
+            QVERIFY2(
+                rel < 1e-5,
+                qPrintable(
+                    QString("step %1: %2 vs %3").arg(it.key()).arg(it.value()).arg(b[it.key()])));
         }
         // The trained weights match too (to fp32 reduction-order noise).
         auto wa = read_tensors(folder("p1" + dp) + "/step20/model_and_optim/rank0.lathe");
@@ -115,7 +123,8 @@ private Q_SLOTS:
             const auto& y = wb[k];
             QCOMPARE(x.size(), y.size());
             for (int i = 0; i < x.size(); ++i) {
-                QVERIFY2(std::fabs(x[i] - y[i]) <= 1e-5f * std::max(1.0f, std::fabs(x[i])), qPrintable(k));
+                QVERIFY2(std::fabs(x[i] - y[i]) <= 1e-5f * std::max(1.0f, std::fabs(x[i])),
+                         qPrintable(k));
             }
         }
     }
@@ -124,15 +133,17 @@ private Q_SLOTS:
     // fp32 (measured: 6e-4 at worst over 20 steps).
     void fsdpBf16() {
         if (!QFile::exists(folder("p1fsdp") + "/metrics.jsonl")) {
-            auto one = run_engine(QStringList{"train"} + common("p1fsdp") + QStringList{"trainer.max_duration=20steps"},
+            auto one = run_engine(QStringList{"train"} + common("p1fsdp") +
+                                      QStringList{"trainer.max_duration=20steps"},
                                   dir_.path());
             QVERIFY2(one.exit_code == 0, qPrintable(one.output));
         }
-        auto two = run_engine(QStringList{"launch", "--nproc", "2"} + common("bf16") +
-                                  QStringList{"trainer.max_duration=20steps", "train_module.dp_config.name=fsdp",
-                                              "train_module.dp_config.param_dtype=bfloat16",
-                                              "train_module.dp_config.reduce_dtype=bfloat16"},
-                              dir_.path());
+        auto two = run_engine(
+            QStringList{"launch", "--nproc", "2"} + common("bf16") +
+                QStringList{"trainer.max_duration=20steps", "train_module.dp_config.name=fsdp",
+                            "train_module.dp_config.param_dtype=bfloat16",
+                            "train_module.dp_config.reduce_dtype=bfloat16"},
+            dir_.path());
         QVERIFY2(two.exit_code == 0, qPrintable(two.output));
         QVERIFY(two.output.contains("params in BFloat16"));
         auto fp32 = losses(read_metrics(folder("p1fsdp") + "/metrics.jsonl"));
@@ -140,35 +151,49 @@ private Q_SLOTS:
         QCOMPARE(bf16.size(), 20);
         for (auto it = fp32.begin(); it != fp32.end(); ++it) {
             const double rel = std::fabs(it.value() - bf16[it.key()]) / it.value();
-            QVERIFY2(rel < 5e-3, qPrintable(QString("step %1: fp32 %2, bf16 %3").arg(it.key()).arg(it.value()).arg(bf16[it.key()])));
+            QVERIFY2(rel < 5e-3, qPrintable(QString("step %1: fp32 %2, bf16 %3")
+                                                .arg(it.key())
+                                                .arg(it.value())
+                                                .arg(bf16[it.key()])));
         }
         QVERIFY(bf16[20] < 0.9 * bf16[1]);
     }
 
     // FSDP recomputes each unit's forward in backward; under bf16 autocast it must recompute with
-    // the forward's autocast state, or its first update differs from DDP's (measured at step 2:
-    // 1.4e-6 relative with the state restored, 7.8e-6 without).
+    // the forward's autocast state, or its gradients are those of an fp32 forward. The first
+    // step's gradient norm shows it (measured 2026-12-02, torch 2.13: DDP vs FSDP 2.6e-6 relative
+    // with the state restored, 1.9e-3 without; the step-2 loss, 7.6e-6 vs 5.1e-6, does not tell).
     void fsdpAutocastRecompute() {
-        const QStringList c = {"trainer.max_duration=2steps", "train_module.autocast_precision=bfloat16",
+        const QStringList c = {"trainer.max_duration=2steps",
+                               "train_module.autocast_precision=bfloat16",
                                "trainer.callbacks.checkpointer.enabled=false"};
         auto ddp = run_engine(QStringList{"launch", "--nproc", "2"} + common("acd") + c +
-                                  QStringList{"train_module.dp_config.name=ddp"}, dir_.path());
+                                  QStringList{"train_module.dp_config.name=ddp"},
+                              dir_.path());
         QVERIFY2(ddp.exit_code == 0, qPrintable(ddp.output));
         auto fsdp = run_engine(QStringList{"launch", "--nproc", "2"} + common("acf") + c +
-                                   QStringList{"train_module.dp_config.name=fsdp"}, dir_.path());
+                                   QStringList{"train_module.dp_config.name=fsdp"},
+                               dir_.path());
         QVERIFY2(fsdp.exit_code == 0, qPrintable(fsdp.output));
-        auto a = losses(read_metrics(folder("acd") + "/metrics.jsonl"));
-        auto b = losses(read_metrics(folder("acf") + "/metrics.jsonl"));
-        QCOMPARE(a[1], b[1]);  // the same forward
-        const double rel = std::fabs(a[2] - b[2]) / a[2];
-        QVERIFY2(rel < 4e-6, qPrintable(QString("step 2: DDP %1, FSDP %2 (%3 relative)").arg(a[2], 0, 'g', 12).arg(b[2], 0, 'g', 12).arg(rel)));
+        auto a = read_metrics(folder("acd") + "/metrics.jsonl");
+        auto b = read_metrics(folder("acf") + "/metrics.jsonl");
+        QCOMPARE(a[1].value("train/CE loss").toDouble(),
+                 b[1].value("train/CE loss").toDouble());  // the same forward
+        const double ga = a[1].value("optim/total grad norm").toDouble(),
+                     gb = b[1].value("optim/total grad norm").toDouble();
+        const double rel = std::fabs(ga - gb) / ga;
+        QVERIFY2(rel < 1e-4, qPrintable(QString("step 1 grad norm: DDP %1, FSDP %2 (%3 relative)")
+                                            .arg(ga, 0, 'g', 12)
+                                            .arg(gb, 0, 'g', 12)
+                                            .arg(rel)));
     }
 
     // The evaluator under FSDP when the last eval batch leaves rank 1 nothing (33 instances,
     // 32 per batch): rank 1 still joins every forward's gathers (no hang), and its filler batch is
     // not counted (the same loss as one rank).
     void evaluatorUnevenUnderFsdp() {
-        const QStringList eval = {"trainer.max_duration=4steps", "trainer.callbacks.lm_evaluator.enabled=true",
+        const QStringList eval = {"trainer.max_duration=4steps",
+                                  "trainer.callbacks.lm_evaluator.enabled=true",
                                   "trainer.callbacks.lm_evaluator.eval_batches=null",
                                   "dataset.validation_fraction=0.0010561"};
         auto one = run_engine(QStringList{"train"} + common("ev1") + eval, dir_.path(), {}, 120000);
@@ -183,7 +208,8 @@ private Q_SLOTS:
         auto b = read_metrics(folder("ev2") + "/metrics.jsonl");
         QVERIFY(a[4].contains(key) && b[4].contains(key));
         const double x = a[4].value(key).toDouble(), y = b[4].value(key).toDouble();
-        QVERIFY2(std::fabs(x - y) <= 1e-5 * x, qPrintable(QString("1 rank %1, 2 ranks %2").arg(x).arg(y)));
+        QVERIFY2(std::fabs(x - y) <= 1e-5 * x,
+                 qPrintable(QString("1 rank %1, 2 ranks %2").arg(x).arg(y)));
     }
 
     void rankKilled() {
@@ -213,23 +239,28 @@ private Q_SLOTS:
     void rankRaisesAtStep() {
         QElapsedTimer t;
         t.start();
-        auto r = run_engine(QStringList{"launch", "--nproc", "2"} + common("fault") + QStringList{"trainer.max_duration=1000steps"},
+        auto r = run_engine(QStringList{"launch", "--nproc", "2"} + common("fault") +
+                                QStringList{"trainer.max_duration=1000steps"},
                             dir_.path(), {{"LATHE_INJECT_FAULT", "1:7"}}, 120000);
         QVERIFY(r.finished);
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.output.contains("injected fault at step 7"), qPrintable(r.output.right(2000)));
         // The failing rank, or its peer that lost the connection first, is named with its status.
-        QVERIFY2(r.output.contains(QRegularExpression("rank [01] failed \\(exit code 1\\)")), qPrintable(r.output.right(2000)));
+        QVERIFY2(r.output.contains(QRegularExpression("rank [01] failed \\(exit code 1\\)")),
+                 qPrintable(r.output.right(2000)));
         QTRY_COMPARE_WITH_TIMEOUT(count_processes("run_name=fault"), 0, 5000);
     }
 
     // --nproc gpu / auto, as torchrun: one rank per visible GPU; auto falls back to one CPU rank.
     void nprocGpuAuto() {
-        auto gpu = run_engine({"launch", "--nproc", "gpu", "tiny", "run_name=gpu", "trainer.max_duration=1steps"}, dir_.path());
+        auto gpu = run_engine(
+            {"launch", "--nproc", "gpu", "tiny", "run_name=gpu", "trainer.max_duration=1steps"},
+            dir_.path());
         if (gpu.output.contains("no CUDA device is visible")) {
             QCOMPARE(gpu.exit_code, 2);
-            auto autoRun = run_engine({"launch", "--nproc=auto", "tiny", "run_name=auto", "trainer.max_duration=1steps",
-                                       "launch.num_threads=1"}, dir_.path());
+            auto autoRun = run_engine({"launch", "--nproc=auto", "tiny", "run_name=auto",
+                                       "trainer.max_duration=1steps", "launch.num_threads=1"},
+                                      dir_.path());
             QVERIFY2(autoRun.exit_code == 0, qPrintable(autoRun.output));
             QVERIFY2(autoRun.output.contains("world: 1 rank(s)"), qPrintable(autoRun.output));
         } else {
@@ -242,12 +273,14 @@ private Q_SLOTS:
     // the same error, so no rank runs ahead into a collective the others never join (with NCCL
     // that would hang instead of failing).
     void nonFiniteLossStopsEveryRankTogether() {
-        auto r = run_engine({"launch", "--nproc", "2", "tiny", "run_name=nanloss", "trainer.max_duration=10steps",
-                             "trainer.metrics_collect_interval=1", "launch.num_threads=1"},
-                            dir_.path(), {{"LATHE_INJECT_NAN_LOSS", "5"}}, 120000);
+        auto r = run_engine(
+            {"launch", "--nproc", "2", "tiny", "run_name=nanloss", "trainer.max_duration=10steps",
+             "trainer.metrics_collect_interval=1", "launch.num_threads=1"},
+            dir_.path(), {{"LATHE_INJECT_NAN_LOSS", "5"}}, 120000);
         QVERIFY(r.finished);
         QCOMPARE(r.exit_code, 1);
-        static const QRegularExpression re(R"(\[rank (\d)\] .*training failed at step (\d+): non-finite loss \(nan\) at step 5)");
+        static const QRegularExpression re(
+            R"(\[rank (\d)\] .*training failed at step (\d+): non-finite loss \(nan\) at step 5)");
         QMap<QString, QString> stepOf;
         auto it = re.globalMatch(r.output);
         while (it.hasNext()) {
@@ -261,11 +294,14 @@ private Q_SLOTS:
     void busyPort() {
         QTcpServer busy;
         QVERIFY(busy.listen(QHostAddress::Any));
-        auto r = run_engine(QStringList{"launch", "--nproc", "2", "--master-port", QString::number(busy.serverPort())} +
+        auto r = run_engine(QStringList{"launch", "--nproc", "2", "--master-port",
+                                        QString::number(busy.serverPort())} +
                                 common("busy"),
                             dir_.path(), {}, 60000);
         QCOMPARE(r.exit_code, 1);
-        QVERIFY2(r.output.contains(QString("master port %1 is already in use").arg(busy.serverPort())), qPrintable(r.output));
+        QVERIFY2(
+            r.output.contains(QString("master port %1 is already in use").arg(busy.serverPort())),
+            qPrintable(r.output));
         QCOMPARE(count_processes("run_name=busy"), 0);
     }
 
@@ -277,12 +313,17 @@ private Q_SLOTS:
         auto launcher = [&](int node) {
             auto* p = new QProcess(this);
             auto e = QProcessEnvironment::systemEnvironment();
-            e.insert("LATHE_RUNS_DIR", dir_.path());  // a shared filesystem, as multi-node checkpoints need
+            e.insert("LATHE_RUNS_DIR",
+                     dir_.path());  // a shared filesystem, as multi-node checkpoints need
             p->setProcessEnvironment(e);
             p->setProcessChannelMode(QProcess::MergedChannels);
-            p->start(engine_path(), QStringList{"launch", "--nnodes", "2", "--node-rank", QString::number(node), "--nproc", "1",
-                                                "--master-addr", "127.0.0.1", "--master-port", port} +
-                                        common("nodes") + QStringList{"trainer.max_duration=10steps"});
+            p->start(
+                engine_path(),
+                QStringList{"launch", "--nnodes", "2", "--node-rank", QString::number(node),
+                            "--nproc", "1", "--master-addr", "127.0.0.1", "--master-port", port} +
+                    common("nodes") +
+                    QStringList{"trainer.max_duration=10steps",
+                                "launch.log_filter_type=all_ranks"});
             return p;
         };
         QProcess* n0 = launcher(0);
@@ -296,21 +337,34 @@ private Q_SLOTS:
         QVERIFY(out1.contains("[rank 1]"));
         auto l = losses(read_metrics(folder("nodes") + "/metrics.jsonl"));
         QCOMPARE(l.size(), 10);
-        auto single = run_engine(QStringList{"train"} + common("nodes1") + QStringList{"trainer.max_duration=10steps"}, dir_.path());
+        auto single = run_engine(
+            QStringList{"train"} + common("nodes1") + QStringList{"trainer.max_duration=10steps"},
+            dir_.path());
         auto s = losses(read_metrics(folder("nodes1") + "/metrics.jsonl"));
-        for (auto it = s.begin(); it != s.end(); ++it) QVERIFY(std::fabs(it.value() - l[it.key()]) < 1e-5 * std::fabs(it.value()));
+        for (auto it = s.begin(); it != s.end(); ++it)
+            QVERIFY(std::fabs(it.value() - l[it.key()]) < 1e-5 * std::fabs(it.value()));
     }
 
     void workerUnderTorchrunVariables() {
         // A worker started by another launcher (variables already set) just runs.
-        auto r = run_engine(QStringList{"train"} + common("torchrun") + QStringList{"trainer.max_duration=3steps"}, dir_.path(),
-                            {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"},
-                             {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29533"}});
+        auto r = run_engine(
+            QStringList{"train"} + common("torchrun") + QStringList{"trainer.max_duration=3steps"},
+            dir_.path(),
+            {{"RANK", "0"},
+             {"WORLD_SIZE", "1"},
+             {"LOCAL_RANK", "0"},
+             {"LOCAL_WORLD_SIZE", "1"},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", "29533"}});
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         QVERIFY(r.output.contains("(torchrun variables)"));
-        auto slurm = run_engine(QStringList{"train"} + common("slurm") + QStringList{"trainer.max_duration=3steps"}, dir_.path(),
-                                {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
-                                 {"SLURM_JOB_NODELIST", "localhost"}});
+        auto slurm = run_engine(
+            QStringList{"train"} + common("slurm") + QStringList{"trainer.max_duration=3steps"},
+            dir_.path(),
+            {{"SLURM_PROCID", "0"},
+             {"SLURM_NTASKS", "1"},
+             {"SLURM_LOCALID", "0"},
+             {"SLURM_JOB_NODELIST", "localhost"}});
         QVERIFY2(slurm.exit_code == 0, qPrintable(slurm.output));
         QVERIFY(slurm.output.contains("(slurm)"));
     }
@@ -321,7 +375,8 @@ private Q_SLOTS:
         e.insert("LATHE_RUNS_DIR", dir_.path());
         p.setProcessEnvironment(e);
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(engine_path(), QStringList{"launch", "--nproc", "2"} + common("sigint") + QStringList{"trainer.max_duration=100000steps"});
+        p.start(engine_path(), QStringList{"launch", "--nproc", "2"} + common("sigint") +
+                                   QStringList{"trainer.max_duration=100000steps"});
         QVERIFY(p.waitForStarted());
         QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(folder("sigint") + "/metrics.jsonl"), 60000);
         ::kill(static_cast<pid_t>(p.processId()), SIGINT);
@@ -332,7 +387,8 @@ private Q_SLOTS:
         // The final checkpoint of the interrupted run is complete.
         bool final_ok = false;
         for (const auto& s : QDir(folder("sigint")).entryList({"step*"}, QDir::Dirs)) {
-            if (s != "step0" && QFile::exists(folder("sigint") + "/" + s + "/.metadata.json")) final_ok = true;
+            if (s != "step0" && QFile::exists(folder("sigint") + "/" + s + "/.metadata.json"))
+                final_ok = true;
         }
         QVERIFY(final_ok);
     }

@@ -1,12 +1,12 @@
 // Metrics: every merge strategy, reduce types that may not change, cross-rank reduction of every
 // reduce type on 2 real ranks (with a metric present on one rank only), and the lm_evaluator
 // against a direct computation.
-#include "config/io.h"
-#include "data/data_loader.h"
-#include "distributed/env.h"
-#include "metrics/bookkeeping.h"
-#include "train/callbacks/builtin.h"
-#include "train/trainer.h"
+#include "engine/config/io.h"
+#include "engine/data/data_loader.h"
+#include "engine/distributed/env.h"
+#include "engine/metrics/bookkeeping.h"
+#include "engine/train/callbacks/builtin.h"
+#include "engine/train/trainer.h"
 
 #include <QProcess>
 #include <QTcpServer>
@@ -37,8 +37,9 @@ struct Rig {
     metrics::MetricsByStep seen;
 
     Rig() {
-        cfg = config::load_or_throw("tiny", {"dataset.builtin_tokens=40960", "trainer.no_checkpoints=true",
-                                             "launch.num_threads=1"});
+        cfg = config::load_or_throw(
+            "tiny", {"dataset.builtin_tokens=40960", "dataset.validation_fraction=0.02",
+                     "trainer.no_checkpoints=true", "launch.num_threads=1"});
         dist::EnvironmentOptions o;
         o.num_threads = 1;
         env = dist::prepare_training_environment(o);
@@ -112,7 +113,8 @@ private Q_SLOTS:
     void reduceTypeMayNotChange() {
         Rig rig;
         rig.trainer->record_metric("m", 1.0, config::ReduceType::mean);
-        QVERIFY_THROWS_EXCEPTION(std::exception, rig.trainer->record_metric("m", 1.0, config::ReduceType::sum));
+        QVERIFY_THROWS_EXCEPTION(std::exception,
+                                 rig.trainer->record_metric("m", 1.0, config::ReduceType::sum));
     }
 
     void tensorsStayUntilFlush() {
@@ -153,9 +155,10 @@ private Q_SLOTS:
             QCOMPARE(j["1"]["mean"].get<double>(), 2.0);
             QCOMPARE(j["1"]["sum"].get<double>(), 4.0);
             QCOMPARE(j["1"]["max"].get<double>(), 3.0);
-            QCOMPARE(j["1"]["l2"].get<double>(), 5.0);            // sqrt(3^2 + 4^2)
+            QCOMPARE(j["1"]["l2"].get<double>(), 5.0);  // sqrt(3^2 + 4^2)
             QCOMPARE(j["1"]["local"].get<double>(), r == 0 ? 10.0 : 20.0);
-            QCOMPARE(j["1"]["only rank 0"].get<double>(), 42.0);  // mean over the ranks that have it
+            QCOMPARE(j["1"]["only rank 0"].get<double>(),
+                     42.0);  // mean over the ranks that have it
             QCOMPARE(j["2"]["mean"].get<double>(), 6.0);
         }
     }
@@ -184,11 +187,13 @@ private Q_SLOTS:
             ds.instance(i, ids.data_ptr<int64_t>());
             auto logits = model->forward(ids).to(torch::kFloat64)[0];
             auto logp = torch::log_softmax(logits, -1);
-            for (int64_t t = 0; t + 1 < seq; ++t) sum -= logp[t][ids[0][t + 1].item<int64_t>()].item<double>();
+            for (int64_t t = 0; t + 1 < seq; ++t)
+                sum -= logp[t][ids[0][t + 1].item<int64_t>()].item<double>();
             n += seq - 1;
         }
         double direct = sum / static_cast<double>(n);
-        QVERIFY2(std::fabs(got - direct) < 1e-5 * direct, qPrintable(QString("%1 vs %2").arg(got).arg(direct)));
+        QVERIFY2(std::fabs(got - direct) < 1e-5 * direct,
+                 qPrintable(QString("%1 vs %2").arg(got).arg(direct)));
         QCOMPARE(rig.seen[0]["eval/lm/validation/PPL"], std::exp(got));
     }
 };

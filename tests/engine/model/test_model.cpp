@@ -1,16 +1,12 @@
-// Model, data and schedule maths in-process: preset shapes and parameter counts, causality, RoPE
-// and RMSNorm against hand-computed cases, FLOPs, data loader determinism, coverage and sharding,
-// scheduler values, and the built-in corpus.
-#include "config/io.h"
-#include "data/builtin_corpus.h"
-#include "data/data_loader.h"
-#include "model/transformer.h"
-#include "train/scheduler.h"
+// Model and schedule maths in-process: preset shapes and parameter counts, causality, RoPE and
+// RMSNorm against hand-computed cases, FLOPs and scheduler values. (Data: tests/engine/data.)
+#include "engine/config/io.h"
+#include "engine/model/transformer.h"
+#include "engine/train/scheduler.h"
 
 #include <QtTest>
 
 #include <cmath>
-#include <set>
 
 using namespace lathe;
 
@@ -22,7 +18,8 @@ config::ModelConfig preset_model(const std::string& name) {
 
 // OLMo-core's parameter count, from the dimensions alone (TransformerConfig.num_params).
 int64_t expected_params(const config::ModelConfig& m) {
-    const int64_t d = m.d_model, hd = m.resolved_head_dim(), h = m.n_heads, kv = m.kv_heads(), ffn = m.hidden_size();
+    const int64_t d = m.d_model, hd = m.resolved_head_dim(), h = m.n_heads, kv = m.kv_heads(),
+                  ffn = m.hidden_size();
     int64_t attn = d * h * hd + 2 * d * kv * hd + h * hd * d + (m.qk_norm ? h * hd + kv * hd : 0);
     int64_t block = attn + 3 * d * ffn + 2 * d;
     return m.vocab_size * d + m.n_layers * block + d + d * m.vocab_size;
@@ -87,7 +84,8 @@ private Q_SLOTS:
         }
         model::Transformer t(m);
         QCOMPARE(qint64(t->num_params()), qint64(expected_params(m)));
-        QCOMPARE(qint64(t->num_non_embedding_params()), qint64(expected_params(m) - m.vocab_size * m.d_model));
+        QCOMPARE(qint64(t->num_non_embedding_params()),
+                 qint64(expected_params(m) - m.vocab_size * m.d_model));
     }
 
     void flopsPerToken() {
@@ -95,7 +93,8 @@ private Q_SLOTS:
         model::Transformer t(m);
         const int64_t seq = 256, d = 128, ffn = 512, V = 50304, L = 4;
         int64_t attn_params = 4 * d * d + 2 * d;  // projections + q/k norms
-        int64_t expected = L * (6 * attn_params + 12 * 8 * 16 * seq + 6 * 3 * d * ffn) + 6 * (d * V + d);
+        int64_t expected =
+            L * (6 * attn_params + 12 * 8 * 16 * seq + 6 * 3 * d * ffn) + 6 * (d * V + d);
         QCOMPARE(t->num_flops_per_token(seq), expected);
     }
 
@@ -110,7 +109,8 @@ private Q_SLOTS:
         auto base = t->forward(ids);
         for (int64_t pos : {0, 5, 14}) {
             auto changed = ids.clone();
-            changed.index_put_({torch::indexing::Slice(), pos + 1}, (ids.index({torch::indexing::Slice(), pos + 1}) + 7) % 256);
+            changed.index_put_({torch::indexing::Slice(), pos + 1},
+                               (ids.index({torch::indexing::Slice(), pos + 1}) + 7) % 256);
             auto out = t->forward(changed);
             QVERIFY(torch::allclose(out.narrow(1, 0, pos + 1), base.narrow(1, 0, pos + 1), 0, 0));
             QVERIFY(!torch::allclose(out.narrow(1, pos + 1, 1), base.narrow(1, pos + 1, 1)));
@@ -136,9 +136,11 @@ private Q_SLOTS:
         auto [qr, kr] = rope.apply(q, q);
         for (int p = 0; p < 3; ++p) {
             double a = p, b = 0.1 * p;
-            std::vector<double> e = {1 * std::cos(a) - 3 * std::sin(a), 2 * std::cos(b) - 4 * std::sin(b),
-                                     3 * std::cos(a) + 1 * std::sin(a), 4 * std::cos(b) + 2 * std::sin(b)};
-            for (int i = 0; i < 4; ++i) QVERIFY(std::fabs(qr[0][p][0][i].item<double>() - e[i]) < 1e-5);
+            std::vector<double> e = {
+                1 * std::cos(a) - 3 * std::sin(a), 2 * std::cos(b) - 4 * std::sin(b),
+                3 * std::cos(a) + 1 * std::sin(a), 4 * std::cos(b) + 2 * std::sin(b)};
+            for (int i = 0; i < 4; ++i)
+                QVERIFY(std::fabs(qr[0][p][0][i].item<double>() - e[i]) < 1e-5);
         }
         QVERIFY(torch::equal(qr, kr));
     }
@@ -175,7 +177,8 @@ private Q_SLOTS:
         s.alpha_f = 0.1;
         QCOMPARE(train::scheduler_lr(s, 1.0, 1, 100), 0.1);
         QCOMPARE(train::scheduler_lr(s, 1.0, 10, 100), 1.0);
-        QVERIFY(std::fabs(train::scheduler_lr(s, 1.0, 55, 100) - (0.1 + 0.9 * 0.5)) < 1e-12);  // half-way
+        QVERIFY(std::fabs(train::scheduler_lr(s, 1.0, 55, 100) - (0.1 + 0.9 * 0.5)) <
+                1e-12);  // half-way
         QCOMPARE(train::scheduler_lr(s, 1.0, 100, 100), 0.1);
         QCOMPARE(train::scheduler_lr(s, 1.0, 150, 100), 0.1);
         s.name = config::SchedulerName::linear_with_warmup;
@@ -184,71 +187,6 @@ private Q_SLOTS:
         QCOMPARE(train::scheduler_lr(s, 2.0, 3, 100), 2.0);
         s.name = config::SchedulerName::constant_with_warmup;
         QCOMPARE(train::scheduler_lr(s, 2.0, 5, 100), 1.0);
-    }
-
-    void builtinCorpus() {
-        auto a = data::generate_builtin_corpus(100000, 7);
-        auto b = data::generate_builtin_corpus(100000, 7);
-        auto c = data::generate_builtin_corpus(100000, 8);
-        QCOMPARE(a.size(), size_t(100000));
-        QVERIFY(a == b);
-        QVERIFY(a != c);
-        double h = data::corpus_unigram_entropy(a);
-        QVERIFY2(h > 2.3 && h < 3.5, qPrintable(QString::number(h)));  // English-like letters
-    }
-
-    void dataLoader() {
-        config::DatasetConfig d;
-        d.builtin_tokens = 64 * 100;
-        d.validation_fraction = 0;
-        auto ds = data::TokenDataset::build(d, 256);
-        QCOMPARE(ds->num_instances(), int64_t(100));
-        config::DataLoaderConfig c;
-        c.global_batch_size = 64 * 8;  // 8 instances per batch -> 12 batches per epoch
-        data::DataLoader whole(ds, c, 0, 1);
-        QCOMPARE(whole.total_batches(), int64_t(12));
-        // Determinism and a fresh order each epoch.
-        QCOMPARE(whole.epoch_order(1), whole.epoch_order(1));
-        QVERIFY(whole.epoch_order(1) != whole.epoch_order(2));
-        // One epoch covers 96 distinct instances with no repeat.
-        whole.reshuffle(1);
-        std::set<int64_t> seen;
-        std::vector<std::vector<int64_t>> global;
-        while (auto b = whole.next()) {
-            global.push_back(b->index);
-            for (auto i : b->index) QVERIFY(seen.insert(i).second);
-        }
-        QCOMPARE(seen.size(), size_t(96));
-        // Two ranks take positions r, r+2, ... of the same global batches.
-        data::DataLoader r0(ds, c, 0, 2), r1(ds, c, 1, 2);
-        r0.reshuffle(1);
-        r1.reshuffle(1);
-        for (std::size_t b = 0; b < global.size(); ++b) {
-            auto x = r0.next(), y = r1.next();
-            QVERIFY(x && y);
-            for (std::size_t k = 0; k < 4; ++k) {
-                QCOMPARE(x->index[k], global[b][2 * k]);
-                QCOMPARE(y->index[k], global[b][2 * k + 1]);
-            }
-            // The tokens are those of the instances.
-            std::vector<int64_t> tokens(64);
-            ds->instance(x->index[0], tokens.data());
-            QVERIFY(torch::equal(x->input_ids[0], torch::tensor(tokens, torch::kInt64)));
-        }
-        QVERIFY(!r0.next());
-        // Resume continues at exactly the next batch.
-        data::DataLoader a(ds, c, 0, 1), b(ds, c, 0, 1);
-        a.reshuffle(1);
-        for (int i = 0; i < 5; ++i) a.next();
-        auto state = a.state_dict();
-        b.load_state_dict(state);
-        b.reshuffle(1);
-        QCOMPARE(b.next()->index, a.next()->index);
-        // A different dataset is refused.
-        config::DatasetConfig other = d;
-        other.builtin_seed = 99;
-        data::DataLoader o(data::TokenDataset::build(other, 256), c, 0, 1);
-        QVERIFY_THROWS_EXCEPTION(std::exception, o.load_state_dict(state));
     }
 };
 

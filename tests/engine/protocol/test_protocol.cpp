@@ -1,8 +1,8 @@
 // lathe_protocol: message round trips, decode errors, framing, fuzzing, and the engine-side
 // ControlClient against a real listening socket (a QLocalServer standing in for the GUI).
-#include "protocol/control_client.h"
-#include "protocol/line_buffer.h"
-#include "protocol/messages.h"
+#include "engine/protocol/control_client.h"
+#include "engine/protocol/line_buffer.h"
+#include "engine/protocol/messages.h"
 
 #include <QElapsedTimer>
 #include <QLocalServer>
@@ -63,11 +63,13 @@ Event random_event(std::mt19937& rng) {
             return sample_hello();
         case 1: {
             Metrics m{step(rng), step(rng) * 2048, std::abs(real(rng)), {}};
-            m.values = {{"train/CE loss", real(rng)}, {"optim/LR", 1e-3}, {"throughput/device/TPS", 1e5}};
+            m.values = {
+                {"train/CE loss", real(rng)}, {"optim/LR", 1e-3}, {"throughput/device/TPS", 1e5}};
             return m;
         }
         case 2:
-            return Log{"info", step(rng) % 8, "step " + std::to_string(step(rng)) + " \"quoted\" ü"};
+            return Log{"info", step(rng) % 8,
+                       "step " + std::to_string(step(rng)) + " \"quoted\" ü"};
         case 3:
             return Status{RunState::running, step(rng), step(rng), 1234.5, 3.5};
         case 4:
@@ -93,11 +95,13 @@ private Q_SLOTS:
         Metrics nan{11, 0, 0.0, {{"train/CE loss", std::numeric_limits<double>::quiet_NaN()}}};
         QTest::newRow("metrics with NaN") << Event(nan);
         QTest::newRow("metrics empty") << Event(Metrics{0, 0, 0.0, {}});
-        QTest::newRow("log") << Event(Log{"warning", 3, "line with \"quotes\", tabs\t and ünïcödé"});
+        QTest::newRow("log") << Event(
+            Log{"warning", 3, "line with \"quotes\", tabs\t and ünïcödé"});
         QTest::newRow("status full") << Event(Status{RunState::running, 42, 300, 15000.5, 12.25});
         QTest::newRow("status unknown total")
             << Event(Status{RunState::checkpointing, 42, std::nullopt, 0.0, std::nullopt});
-        for (auto s : {RunState::starting, RunState::stopping, RunState::finished, RunState::failed})
+        for (auto s :
+             {RunState::starting, RunState::stopping, RunState::finished, RunState::failed})
             QTest::newRow(to_string(s)) << Event(Status{s, 1, 2, 3.0, 4.0});
         QTest::newRow("checkpoint") << Event(CheckpointSaved{100, "/runs/x/step100", 1.5});
         QTest::newRow("error") << Event(ErrorEvent{"CUDA out of memory"});
@@ -147,53 +151,73 @@ private Q_SLOTS:
         QTest::addColumn<QString>("reason");
         QTest::newRow("empty") << QByteArray("") << "empty line";
         QTest::newRow("not json") << QByteArray("hello world") << "malformed JSON";
-        QTest::newRow("truncated") << QByteArray("{\"v\":1,\"type\":\"log\",\"lev") << "malformed JSON";
+        QTest::newRow("truncated")
+            << QByteArray("{\"v\":1,\"type\":\"log\",\"lev") << "malformed JSON";
         QTest::newRow("array") << QByteArray("[1,2,3]") << "not a JSON object";
-        QTest::newRow("no version") << QByteArray::fromStdString(q("{'type':'bye','exit_reason':'finished'}"))
-                                    << "missing protocol version";
+        QTest::newRow("no version")
+            << QByteArray::fromStdString(q("{'type':'bye','exit_reason':'finished'}"))
+            << "missing protocol version";
         QTest::newRow("version 2")
-            << QByteArray::fromStdString(q("{'v':2,'type':'bye','exit_reason':'finished'}")) << "unsupported protocol version 2";
+            << QByteArray::fromStdString(q("{'v':2,'type':'bye','exit_reason':'finished'}"))
+            << "unsupported protocol version 2";
         QTest::newRow("version string")
-            << QByteArray::fromStdString(q("{'v':'1','type':'bye','exit_reason':'finished'}")) << "unsupported protocol version";
-        QTest::newRow("no type") << QByteArray::fromStdString(q("{'v':1}")) << "missing or non-string 'type'";
-        QTest::newRow("unknown type") << QByteArray::fromStdString(q("{'v':1,'type':'dance'}")) << "unknown event type 'dance'";
-        QTest::newRow("missing field") << QByteArray::fromStdString(q("{'v':1,'type':'log','level':'info','rank':0}"))
-                                       << "log: missing field 'message'";
+            << QByteArray::fromStdString(q("{'v':'1','type':'bye','exit_reason':'finished'}"))
+            << "unsupported protocol version";
+        QTest::newRow("no type") << QByteArray::fromStdString(q("{'v':1}"))
+                                 << "missing or non-string 'type'";
+        QTest::newRow("unknown type") << QByteArray::fromStdString(q("{'v':1,'type':'dance'}"))
+                                      << "unknown event type 'dance'";
+        QTest::newRow("missing field")
+            << QByteArray::fromStdString(q("{'v':1,'type':'log','level':'info','rank':0}"))
+            << "log: missing field 'message'";
         QTest::newRow("wrong type")
-            << QByteArray::fromStdString(q("{'v':1,'type':'metrics','step':'7','tokens':0,'wall_time':0,'values':{}}"))
+            << QByteArray::fromStdString(
+                   q("{'v':1,'type':'metrics','step':'7','tokens':0,'wall_time':0,'values':{}}"))
             << "metrics: field 'step' must be an integer";
         QTest::newRow("negative step")
-            << QByteArray::fromStdString(q("{'v':1,'type':'metrics','step':-1,'tokens':0,'wall_time':0,'values':{}}"))
+            << QByteArray::fromStdString(
+                   q("{'v':1,'type':'metrics','step':-1,'tokens':0,'wall_time':0,'values':{}}"))
             << "metrics: field 'step' is below 0";
         QTest::newRow("float step")
-            << QByteArray::fromStdString(q("{'v':1,'type':'metrics','step':1.5,'tokens':0,'wall_time':0,'values':{}}"))
+            << QByteArray::fromStdString(
+                   q("{'v':1,'type':'metrics','step':1.5,'tokens':0,'wall_time':0,'values':{}}"))
             << "metrics: field 'step' must be an integer";
         QTest::newRow("huge step")
-            << QByteArray::fromStdString(q("{'v':1,'type':'metrics','step':18446744073709551615,'tokens':0,'wall_time':0,'values':{}}"))
+            << QByteArray::fromStdString(q("{'v':1,'type':'metrics','step':18446744073709551615,'"
+                                           "tokens':0,'wall_time':0,'values':{}}"))
             << "metrics: field 'step' must be an integer in range";
         QTest::newRow("metric not a number")
-            << QByteArray::fromStdString(q("{'v':1,'type':'metrics','step':1,'tokens':0,'wall_time':0,'values':{'a':'x'}}"))
+            << QByteArray::fromStdString(q(
+                   "{'v':1,'type':'metrics','step':1,'tokens':0,'wall_time':0,'values':{'a':'x'}}"))
             << "metrics: metric 'a' is not a number";
         QTest::newRow("values not object")
-            << QByteArray::fromStdString(q("{'v':1,'type':'metrics','step':1,'tokens':0,'wall_time':0,'values':[]}"))
+            << QByteArray::fromStdString(
+                   q("{'v':1,'type':'metrics','step':1,'tokens':0,'wall_time':0,'values':[]}"))
             << "metrics: field 'values' must be an object";
         QTest::newRow("bad state")
-            << QByteArray::fromStdString(q("{'v':1,'type':'status','state':'dancing','step':1,'total_steps':null,'tokens_per_s':0,'eta_s':null}"))
+            << QByteArray::fromStdString(q("{'v':1,'type':'status','state':'dancing','step':1,'"
+                                           "total_steps':null,'tokens_per_s':0,'eta_s':null}"))
             << "status: unknown state 'dancing'";
-        QTest::newRow("bad exit reason") << QByteArray::fromStdString(q("{'v':1,'type':'bye','exit_reason':'bored'}"))
-                                         << "bye: unknown exit_reason 'bored'";
+        QTest::newRow("bad exit reason")
+            << QByteArray::fromStdString(q("{'v':1,'type':'bye','exit_reason':'bored'}"))
+            << "bye: unknown exit_reason 'bored'";
         QTest::newRow("hello config not object")
-            << QByteArray::fromStdString(q("{'v':1,'type':'hello','protocol_version':1,'world_size':1,'device':'cpu','run_dir':'','config':[]}"))
+            << QByteArray::fromStdString(q("{'v':1,'type':'hello','protocol_version':1,'world_size'"
+                                           ":1,'device':'cpu','run_dir':'','config':[]}"))
             << "hello: field 'config' must be an object";
         QTest::newRow("hello other version")
-            << QByteArray::fromStdString(q("{'v':1,'type':'hello','protocol_version':3,'world_size':1,'device':'cpu','run_dir':'','config':{}}"))
+            << QByteArray::fromStdString(q("{'v':1,'type':'hello','protocol_version':3,'world_size'"
+                                           ":1,'device':'cpu','run_dir':'','config':{}}"))
             << "hello: hello announces protocol version 3";
         QTest::newRow("hello zero ranks")
-            << QByteArray::fromStdString(q("{'v':1,'type':'hello','protocol_version':1,'world_size':0,'device':'cpu','run_dir':'','config':{}}"))
+            << QByteArray::fromStdString(q("{'v':1,'type':'hello','protocol_version':1,'world_size'"
+                                           ":0,'device':'cpu','run_dir':'','config':{}}"))
             << "hello: field 'world_size' is below 1";
-        QTest::newRow("deep nesting") << QByteArray(std::string(100, '[').c_str()) << "nesting deeper than 64";
-        QTest::newRow("invalid utf8") << QByteArray("{\"v\":1,\"type\":\"error\",\"message\":\"\xff\xfe\"}")
-                                      << "malformed JSON";
+        QTest::newRow("deep nesting")
+            << QByteArray(std::string(100, '[').c_str()) << "nesting deeper than 64";
+        QTest::newRow("invalid utf8")
+            << QByteArray("{\"v\":1,\"type\":\"error\",\"message\":\"\xff\xfe\"}")
+            << "malformed JSON";
     }
     void decodeErrors() {
         QFETCH(QByteArray, line);
@@ -210,7 +234,8 @@ private Q_SLOTS:
     }
 
     void oversizedLineIsRejected() {
-        std::string line = q("{'v':1,'type':'error','message':'") + std::string(kMaxLineBytes, 'a') + "\"}";
+        std::string line =
+            q("{'v':1,'type':'error','message':'") + std::string(kMaxLineBytes, 'a') + "\"}";
         QVERIFY(reason_of(decode_event(line)).find("exceeds the limit") != std::string::npos);
     }
 
@@ -221,8 +246,9 @@ private Q_SLOTS:
             std::string line = encode(e);
             QVERIFY(line.size() <= kMaxLineBytes + 1);
             Event back = decode_ok(line);
-            std::string msg = std::holds_alternative<Log>(back) ? std::get<Log>(back).message
-                                                                : std::get<ErrorEvent>(back).message;
+            std::string msg = std::holds_alternative<Log>(back)
+                                  ? std::get<Log>(back).message
+                                  : std::get<ErrorEvent>(back).message;
             QVERIFY(msg.size() > kMaxLineBytes / 2);
             QVERIFY(msg.find("[cut]") != std::string::npos);
             QVERIFY(msg.find("\xef\xbf\xbd") != std::string::npos);  // U+FFFD replaced the bad byte
@@ -237,7 +263,8 @@ private Q_SLOTS:
             stream += expected.back() + (i % 3 == 0 ? "\r\n" : "\n");
             if (i % 7 == 0) stream += "\n";  // empty lines are skipped
         }
-        for (std::size_t chunk : {std::size_t{1}, std::size_t{2}, std::size_t{5}, std::size_t{64}, stream.size()}) {
+        for (std::size_t chunk :
+             {std::size_t{1}, std::size_t{2}, std::size_t{5}, std::size_t{64}, stream.size()}) {
             LineBuffer buf;
             std::vector<std::string> got;
             for (std::size_t i = 0; i < stream.size(); i += chunk) {
@@ -266,7 +293,8 @@ private Q_SLOTS:
         QCOMPARE(items.size(), std::size_t{4});
         QCOMPARE(std::get<std::string>(items[0]), std::string("short"));
         QVERIFY(std::holds_alternative<DecodeError>(items[1]));
-        QVERIFY(std::get<DecodeError>(items[1]).reason.find("dropped a line of") != std::string::npos);
+        QVERIFY(std::get<DecodeError>(items[1]).reason.find("dropped a line of") !=
+                std::string::npos);
         QCOMPARE(std::get<std::string>(items[2]), std::string("next"));
         QCOMPARE(std::get<std::string>(items[3]), std::string("exactly16bytes!!"));
         QCOMPARE(buf.dropped(), std::size_t{1});
@@ -286,7 +314,8 @@ private Q_SLOTS:
             bool mutated = true;
             switch (pick(rng)) {
                 case 0:  // truncate
-                    line.resize(std::uniform_int_distribution<std::size_t>(0, line.size() - 1)(rng));
+                    line.resize(
+                        std::uniform_int_distribution<std::size_t>(0, line.size() - 1)(rng));
                     break;
                 case 1:  // flip bytes
                     for (int k = 0; k < 4; ++k)
@@ -299,10 +328,12 @@ private Q_SLOTS:
                     break;
                 }
                 case 3:  // swap the type
-                    if (auto p = line.find("\"type\":\""); p != std::string::npos) line.insert(p + 8, "x");
+                    if (auto p = line.find("\"type\":\""); p != std::string::npos)
+                        line.insert(p + 8, "x");
                     break;
                 case 4:  // change a number into a string
-                    if (auto p = line.find("\"step\":"); p != std::string::npos) line.insert(p + 7, "\"");
+                    if (auto p = line.find("\"step\":"); p != std::string::npos)
+                        line.insert(p + 7, "\"");
                     break;
                 default:
                     mutated = false;
@@ -404,11 +435,10 @@ private Q_SLOTS:
         peer->write(QByteArray::fromStdString(encode(Stop{false})).mid(10));
         peer->flush();
         std::vector<Command> commands;
-        QTRY_VERIFY((
-            [&] {
-                for (auto& c : client.poll_commands()) commands.push_back(c);
-                return commands.size() >= 2;
-            }()));
+        QTRY_VERIFY(([&] {
+            for (auto& c : client.poll_commands()) commands.push_back(c);
+            return commands.size() >= 2;
+        }()));
         QVERIFY(std::holds_alternative<SaveCheckpoint>(commands[0]));
         QVERIFY(std::get<Stop>(commands[1]) == Stop{false});
         auto warnings = client.poll_warnings();

@@ -1,12 +1,12 @@
 // lathe_sinks: CRC-32C, exact JSONL/CSV text, TensorBoard files checked by an independent reader,
 // failure injection, the JSONL reader and AsyncSinkWriter.
-#include "sinks/async_sink_writer.h"
-#include "sinks/crc32c.h"
-#include "sinks/csv_sink.h"
-#include "sinks/jsonl_reader.h"
-#include "sinks/jsonl_sink.h"
-#include "sinks/run_sinks.h"
-#include "sinks/tensorboard_sink.h"
+#include "engine/run_folder/crc32c.h"
+#include "engine/sinks/async_sink_writer.h"
+#include "engine/sinks/csv_sink.h"
+#include "engine/sinks/jsonl_reader.h"
+#include "engine/sinks/jsonl_sink.h"
+#include "engine/sinks/run_sinks.h"
+#include "engine/sinks/tensorboard_sink.h"
 
 #include <QDir>
 #include <QTemporaryDir>
@@ -26,6 +26,9 @@
 #include <thread>
 
 using namespace lathe::sinks;
+using lathe::run_folder::crc32c;
+using lathe::run_folder::mask_crc;
+using lathe::run_folder::unmask_crc;
 namespace fs = std::filesystem;
 
 Q_DECLARE_METATYPE(std::string)

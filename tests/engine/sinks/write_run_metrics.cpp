@@ -1,8 +1,8 @@
 // Test helper (not a test): writes a known run's metrics into a folder with the standard sinks
 // through AsyncSinkWriter, for check_tensorboard.py to read back with TensorBoard, json and csv.
 // Usage: lathe_sinks_write_run <dir>. The values are defined in check_tensorboard.py too.
-#include "sinks/async_sink_writer.h"
-#include "sinks/run_sinks.h"
+#include "engine/sinks/async_sink_writer.h"
+#include "engine/sinks/run_sinks.h"
 
 #include <cmath>
 #include <cstdio>

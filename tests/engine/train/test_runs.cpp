@@ -1,21 +1,22 @@
 // Training runs of the real lathe-engine: golden losses, learning, durations, metric files,
 // exact resume, checkpoint faults and retention, stability monitor.
-#include "engine_runner.h"
+#include "tests/engine_runner.h"
 
 #include <QDirIterator>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QtTest>
 
+#include <sys/mount.h>
 #include <cmath>
 #include <csignal>
-#include <sys/mount.h>
 
 using namespace lathe::testing;
 
 namespace {
 
-const QStringList kFast = {"launch.num_threads=1", "trainer.callbacks.speed_monitor.device_peak_flops=1e11"};
+const QStringList kFast = {"launch.num_threads=1",
+                           "trainer.callbacks.speed_monitor.device_peak_flops=1e11"};
 
 QStringList args(const QString& run, QStringList extra) {
     QStringList a = {"train", "tiny", "run_name=" + run};
@@ -33,7 +34,9 @@ QJsonObject bench_result(const QString& output) {
     return {};
 }
 
-QString golden_path() { return qEnvironmentVariable("LATHE_SOURCE_DIR") + "/tests/assets/losses/tiny.json"; }
+QString golden_path() {
+    return qEnvironmentVariable("LATHE_SOURCE_DIR") + "/tests/assets/losses/tiny.json";
+}
 
 }  // namespace
 
@@ -45,7 +48,9 @@ class TestRuns : public QObject {
 
 private Q_SLOTS:
     void goldenLosses() {
-        auto r = run_engine(args("golden", {"trainer.max_duration=20steps", "trainer.metrics_collect_interval=1"}), runs());
+        auto r = run_engine(
+            args("golden", {"trainer.max_duration=20steps", "trainer.metrics_collect_interval=1"}),
+            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         auto l = losses(read_metrics(folder("golden") + "/metrics.jsonl"));
         QCOMPARE(l.size(), 20);
@@ -54,31 +59,41 @@ private Q_SLOTS:
             for (double v : l) a.append(v);
             QFile f(golden_path());
             QVERIFY(f.open(QIODevice::WriteOnly));
-            f.write(QJsonDocument(QJsonObject{{"preset", "tiny"}, {"overrides", QJsonArray::fromStringList(kFast)},
+            f.write(QJsonDocument(QJsonObject{{"preset", "tiny"},
+                                              {"overrides", QJsonArray::fromStringList(kFast)},
                                               {"first_20_losses", a}})
                         .toJson());
             QSKIP("golden losses re-blessed");
         }
         QFile f(golden_path());
-        QVERIFY2(f.open(QIODevice::ReadOnly), "missing tests/assets/losses/tiny.json (run with LATHE_BLESS=1)");
-        auto golden = QJsonDocument::fromJson(f.readAll()).object().value("first_20_losses").toArray();
+        QVERIFY2(f.open(QIODevice::ReadOnly),
+                 "missing tests/assets/losses/tiny.json (run with LATHE_BLESS=1)");
+        auto golden =
+            QJsonDocument::fromJson(f.readAll()).object().value("first_20_losses").toArray();
         QCOMPARE(golden.size(), 20);
         int i = 0;
         for (double v : l) {
             double g = golden[i++].toDouble();
-            QVERIFY2(std::fabs(v - g) <= 1e-5 * std::fabs(g),
-                     qPrintable(QString("step %1: loss %2, golden %3 (re-bless with LATHE_BLESS=1 if intended)")
-                                    .arg(i).arg(v, 0, 'g', 10).arg(g, 0, 'g', 10)));
+            QVERIFY2(
+                std::fabs(v - g) <= 1e-5 * std::fabs(g),
+                qPrintable(
+                    QString("step %1: loss %2, golden %3 (re-bless with LATHE_BLESS=1 if intended)")
+                        .arg(i)
+                        .arg(v, 0, 'g', 10)
+                        .arg(g, 0, 'g', 10)));
         }
     }
 
     void tinyLearns() {
-        auto r = run_engine(args("learn", {"trainer.max_duration=200steps", "trainer.callbacks.checkpointer.enabled=false"}), runs());
+        auto r = run_engine(args("learn", {"trainer.max_duration=200steps",
+                                           "trainer.callbacks.checkpointer.enabled=false"}),
+                            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         auto l = losses(read_metrics(folder("learn") + "/metrics.jsonl"));
         QVERIFY(l.contains(1) && l.contains(200));
         // The byte unigram entropy of the built-in corpus is about 3 nats; the model must go far below.
-        QVERIFY2(l[200] < 0.4 * l[1] && l[200] < 1.5, qPrintable(QString("first %1, last %2").arg(l[1]).arg(l[200])));
+        QVERIFY2(l[200] < 0.4 * l[1] && l[200] < 1.5,
+                 qPrintable(QString("first %1, last %2").arg(l[1]).arg(l[200])));
         QVERIFY(r.output.contains("Finished 'learn' at step 200/200"));
     }
 
@@ -88,18 +103,22 @@ private Q_SLOTS:
         QTest::newRow("steps") << QStringList{"trainer.max_duration=7steps"} << 7;
         // 5000 tokens at 2048 per step: the first step whose cumulative tokens >= 5000 is step 3.
         QTest::newRow("tokens") << QStringList{"trainer.max_duration=5000tokens"} << 3;
-        // 20480 tokens -> 320 instances, 6 held out, 314 train -> 9 batches of 32 per epoch.
-        QTest::newRow("epochs") << QStringList{"trainer.max_duration=2epochs", "dataset.builtin_tokens=20480"} << 18;
-        QTest::newRow("hard stop") << QStringList{"trainer.max_duration=50steps", "trainer.hard_stop=4steps"} << 4;
+        // 20480 tokens -> 320 instances, none held out -> 10 batches of 32 per epoch.
+        QTest::newRow("epochs") << QStringList{"trainer.max_duration=2epochs",
+                                               "dataset.builtin_tokens=20480"}
+                                << 20;
+        QTest::newRow("hard stop")
+            << QStringList{"trainer.max_duration=50steps", "trainer.hard_stop=4steps"} << 4;
     }
     void durations() {
         QFETCH(QStringList, extra);
         QFETCH(int, last_step);
         static int n = 0;
         QString run = QString("dur%1").arg(n++);
-        auto r = run_engine(args(run, extra + QStringList{"trainer.metrics_collect_interval=1",
-                                                          "trainer.callbacks.checkpointer.enabled=false"}),
-                            runs());
+        auto r = run_engine(
+            args(run, extra + QStringList{"trainer.metrics_collect_interval=1",
+                                          "trainer.callbacks.checkpointer.enabled=false"}),
+            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         auto l = losses(read_metrics(folder(run) + "/metrics.jsonl"));
         QCOMPARE(l.lastKey(), qint64(last_step));
@@ -107,9 +126,10 @@ private Q_SLOTS:
     }
 
     void metricsFileHasEveryStepOnce() {
-        auto r = run_engine(args("metrics", {"trainer.max_duration=50steps", "trainer.metrics_collect_interval=7",
-                                             "trainer.callbacks.checkpointer.save_interval=10"}),
-                            runs());
+        auto r = run_engine(
+            args("metrics", {"trainer.max_duration=50steps", "trainer.metrics_collect_interval=7",
+                             "trainer.callbacks.checkpointer.save_interval=10"}),
+            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         bool dup = false;
         auto m = read_metrics(folder("metrics") + "/metrics.jsonl", &dup);
@@ -118,7 +138,8 @@ private Q_SLOTS:
             QVERIFY2(m.contains(s), qPrintable(QString("step %1 missing").arg(s)));
             for (const char* name : {"train/CE loss", "optim/total grad norm", "optim/LR (group 0)",
                                      "throughput/total tokens", "memory/RSS (GiB)"}) {
-                QVERIFY2(m[s].contains(name), qPrintable(QString("step %1 lacks %2").arg(s).arg(name)));
+                QVERIFY2(m[s].contains(name),
+                         qPrintable(QString("step %1 lacks %2").arg(s).arg(name)));
             }
         }
         QVERIFY(m[20].contains("checkpoint/save_duration_s"));
@@ -134,23 +155,30 @@ private Q_SLOTS:
         QCOMPARE(st.value("step").toInt(), 50);
         QCOMPARE(st.value("model").toString(), QString("64d x 2 layers, vocab 256"));
         QCOMPARE(st.value("world_size").toInt(), 1);
-        QVERIFY(std::isfinite(st.value("last_loss").toDouble()) && st.value("last_loss").toDouble() > 0);
+        QVERIFY(std::isfinite(st.value("last_loss").toDouble()) &&
+                st.value("last_loss").toDouble() > 0);
     }
 
     void exactResume_data() {
         QTest::addColumn<QString>("launcher");  // "" = one process, else --nproc value
         QTest::addColumn<QString>("dp");
-        QTest::newRow("1 rank") << "" << "ddp";
-        QTest::newRow("2 ranks ddp") << "2" << "ddp";
-        QTest::newRow("2 ranks fsdp") << "2" << "fsdp";
+        QTest::newRow("1 rank") << ""
+                                << "ddp";
+        QTest::newRow("2 ranks ddp") << "2"
+                                     << "ddp";
+        QTest::newRow("2 ranks fsdp") << "2"
+                                      << "fsdp";
     }
     void exactResume() {
         QFETCH(QString, launcher);
         QFETCH(QString, dp);
         auto cmd = [&](const QString& run, QStringList extra) {
-            QStringList a = args(run, QStringList{"trainer.max_duration=40steps", "trainer.metrics_collect_interval=1",
-                                                  "trainer.callbacks.checkpointer.save_interval=1000",
-                                                  "train_module.dp_config.name=" + dp} + extra);
+            QStringList a =
+                args(run, QStringList{"trainer.max_duration=40steps",
+                                      "trainer.metrics_collect_interval=1",
+                                      "trainer.callbacks.checkpointer.save_interval=1000",
+                                      "train_module.dp_config.name=" + dp} +
+                              extra);
             if (!launcher.isEmpty()) {
                 a.removeFirst();
                 a = QStringList{"launch", "--nproc", launcher} + a;
@@ -170,7 +198,11 @@ private Q_SLOTS:
         auto b = losses(read_metrics(folder(two) + "/metrics.jsonl"));
         QCOMPARE(a.size(), 40);
         QCOMPARE(b.size(), 40);
-        for (int s = 1; s <= 40; ++s) QVERIFY2(a[s] == b[s], qPrintable(QString("step %1: %2 vs %3").arg(s).arg(a[s], 0, 'g', 17).arg(b[s], 0, 'g', 17)));
+        for (int s = 1; s <= 40; ++s)
+            QVERIFY2(a[s] == b[s], qPrintable(QString("step %1: %2 vs %3")
+                                                  .arg(s)
+                                                  .arg(a[s], 0, 'g', 17)
+                                                  .arg(b[s], 0, 'g', 17)));
         auto wa = tensor_checksums(folder(one) + "/step40/model_and_optim/rank0.lathe");
         auto wb = tensor_checksums(folder(two) + "/step40/model_and_optim/rank0.lathe");
         QVERIFY(wa.size() > 10);
@@ -178,8 +210,10 @@ private Q_SLOTS:
     }
 
     void resumeAtDifferentWorldSize() {
-        auto r = run_engine({"launch", "--nproc", "2", "tiny", "run_name=reshard", "trainer.max_duration=20steps",
-                             "trainer.hard_stop=10steps", "launch.num_threads=1"}, runs());
+        auto r = run_engine(
+            {"launch", "--nproc", "2", "tiny", "run_name=reshard", "trainer.max_duration=20steps",
+             "trainer.hard_stop=10steps", "launch.num_threads=1"},
+            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         r = run_engine(args("reshard", {"trainer.max_duration=20steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
@@ -188,10 +222,36 @@ private Q_SLOTS:
         QVERIFY(QFile::exists(folder("reshard") + "/step20/.metadata.json"));
     }
 
+    void failedStartLeavesTheRunFolderAsItWas() {
+        // A run of 10 steps; then a start with a model its checkpoint cannot take fails while
+        // loading. config.json and status.json stay as they were, so the run continues later.
+        auto r = run_engine(args("unchanged", {"trainer.max_duration=10steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        const QString config = folder("unchanged") + "/config.json",
+                      status = folder("unchanged") + "/status.json";
+        auto read = [](const QString& path) {
+            QFile f(path);
+            return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+        };
+        const QByteArray config_before = read(config), status_before = read(status);
+        QVERIFY(!config_before.isEmpty() && !status_before.isEmpty());
+        r = run_engine({"train", config, "model.n_layers=3", "launch.num_threads=1"}, runs());
+        QVERIFY2(r.exit_code != 0, qPrintable(r.output));
+        QCOMPARE(read(config), config_before);
+        QCOMPARE(read(status), status_before);
+        r = run_engine({"train", config, "trainer.max_duration=20steps", "launch.num_threads=1"},
+                       runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(r.output.contains("loaded checkpoint"));
+        QVERIFY(QFile::exists(folder("unchanged") + "/step20/.metadata.json"));
+    }
+
     void corruptCheckpointFallsBack() {
-        auto r = run_engine(args("corrupt", {"trainer.max_duration=30steps", "trainer.hard_stop=10steps",
-                                             "trainer.callbacks.checkpointer.save_interval=5",
-                                             "trainer.callbacks.checkpointer.save_async=false"}), runs());
+        auto r =
+            run_engine(args("corrupt", {"trainer.max_duration=30steps", "trainer.hard_stop=10steps",
+                                        "trainer.callbacks.checkpointer.save_interval=5",
+                                        "trainer.callbacks.checkpointer.save_async=false"}),
+                       runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         QString bad = folder("corrupt") + "/step10/model_and_optim/rank0.lathe";
         QFile f(bad);
@@ -199,26 +259,34 @@ private Q_SLOTS:
         f.resize(f.size() / 2);  // truncated
         f.close();
         // load_path pointing at the broken one with "always": a clear error naming the file.
-        auto fail = run_engine(args("other", {"trainer.load_path=" + folder("corrupt") + "/step10",
-                                              "trainer.load_strategy=always", "trainer.max_duration=30steps"}), runs());
+        auto fail = run_engine(
+            args("other", {"trainer.load_path=" + folder("corrupt") + "/step10",
+                           "trainer.load_strategy=always", "trainer.max_duration=30steps"}),
+            runs());
         QCOMPARE(fail.exit_code, 1);
-        QVERIFY2(fail.output.contains(bad) && fail.output.contains("truncated"), qPrintable(fail.output));
+        QVERIFY2(fail.output.contains(bad) && fail.output.contains("truncated"),
+                 qPrintable(fail.output));
         // if_available: fall back to step5 with a warning and train on.
-        r = run_engine(args("corrupt", {"trainer.max_duration=30steps", "trainer.hard_stop=12steps"}), runs());
+        r = run_engine(
+            args("corrupt", {"trainer.max_duration=30steps", "trainer.hard_stop=12steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
-        QVERIFY2(r.output.contains("falling back to " + folder("corrupt") + "/step5"), qPrintable(r.output));
+        QVERIFY2(r.output.contains("falling back to " + folder("corrupt") + "/step5"),
+                 qPrintable(r.output));
         QVERIFY(r.output.contains("loaded checkpoint " + folder("corrupt") + "/step5"));
     }
 
     void partialCheckpointsAreCleanedUp() {
-        auto r = run_engine(args("partial", {"trainer.max_duration=30steps", "trainer.hard_stop=5steps"}), runs());
+        auto r = run_engine(
+            args("partial", {"trainer.max_duration=30steps", "trainer.hard_stop=5steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         // What a SIGKILL during a save leaves: a -tmp folder, and a renamed folder without metadata.
         QDir().mkpath(folder("partial") + "/step9-tmp/train");
         QDir().mkpath(folder("partial") + "/step8/model_and_optim");
-        r = run_engine(args("partial", {"trainer.max_duration=30steps", "trainer.hard_stop=6steps"}), runs());
+        r = run_engine(
+            args("partial", {"trainer.max_duration=30steps", "trainer.hard_stop=6steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
-        QVERIFY(r.output.contains("removed partial checkpoint " + folder("partial") + "/step9-tmp"));
+        QVERIFY(
+            r.output.contains("removed partial checkpoint " + folder("partial") + "/step9-tmp"));
         QVERIFY(r.output.contains("removed partial checkpoint " + folder("partial") + "/step8"));
         QVERIFY(r.output.contains("loaded checkpoint " + folder("partial") + "/step5"));
         QVERIFY(!QDir(folder("partial") + "/step9-tmp").exists());
@@ -231,20 +299,23 @@ private Q_SLOTS:
         e.insert("LATHE_RUNS_DIR", runs());
         p.setProcessEnvironment(e);
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(engine_path(), args("killed", {"trainer.max_duration=1000steps",
-                                               "trainer.callbacks.checkpointer.save_interval=1",
-                                               "trainer.callbacks.checkpointer.max_checkpoints=1000"}));
+        p.start(engine_path(),
+                args("killed", {"trainer.max_duration=1000steps",
+                                "trainer.callbacks.checkpointer.save_interval=1",
+                                "trainer.callbacks.checkpointer.max_checkpoints=1000"}));
         QVERIFY(p.waitForStarted());
         QTRY_VERIFY_WITH_TIMEOUT(QDir(folder("killed")).entryList({"step*"}).size() >= 4, 60000);
         ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
         p.waitForFinished();
-        auto r = run_engine(args("killed", {"trainer.max_duration=1000steps", "trainer.hard_stop=1steps"}), runs());
+        auto r = run_engine(
+            args("killed", {"trainer.max_duration=1000steps", "trainer.hard_stop=1steps"}), runs());
         // hard_stop is already passed after loading: the run loads the newest complete one and stops.
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         QVERIFY(r.output.contains("loaded checkpoint"));
         for (const auto& name : QDir(folder("killed")).entryList({"step*"}, QDir::Dirs)) {
             QVERIFY2(!name.endsWith("-tmp"), qPrintable(name));
-            QVERIFY2(QFile::exists(folder("killed") + "/" + name + "/.metadata.json"), qPrintable(name));
+            QVERIFY2(QFile::exists(folder("killed") + "/" + name + "/.metadata.json"),
+                     qPrintable(name));
         }
     }
 
@@ -254,30 +325,44 @@ private Q_SLOTS:
         if (::mount("tmpfs", mnt.toUtf8().constData(), "tmpfs", 0, "size=3m") != 0) {
             QSKIP("cannot mount a tmpfs here (needs root)");
         }
-        auto r = run_engine(args("full", {"trainer.save_folder=" + mnt + "/full", "trainer.max_duration=40steps",
-                                          "trainer.callbacks.checkpointer.save_interval=2",
-                                          "trainer.callbacks.checkpointer.max_checkpoints=1000",
-                                          "trainer.callbacks.checkpointer.save_async=false"}), runs());
+        auto r = run_engine(
+            args("full", {"trainer.save_folder=" + mnt + "/full", "trainer.max_duration=40steps",
+                          "trainer.callbacks.checkpointer.save_interval=2",
+                          "trainer.callbacks.checkpointer.max_checkpoints=1000",
+                          "trainer.callbacks.checkpointer.save_async=false"}),
+            runs());
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.output.contains("No space left on device"), qPrintable(r.output));
         // Earlier checkpoints are intact; no partial one is left; they still load.
         auto names = QDir(mnt + "/full").entryList({"step*"}, QDir::Dirs);
         QVERIFY(!names.isEmpty());
-        for (const auto& n : names) QVERIFY2(QFile::exists(mnt + "/full/" + n + "/.metadata.json"), qPrintable(n));
-        QString status = QString::fromUtf8([&] { QFile f(mnt + "/full/status.json"); f.open(QIODevice::ReadOnly); return f.readAll(); }());
+        for (const auto& n : names)
+            QVERIFY2(QFile::exists(mnt + "/full/" + n + "/.metadata.json"), qPrintable(n));
+        QString status = QString::fromUtf8([&] {
+            QFile f(mnt + "/full/status.json");
+            f.open(QIODevice::ReadOnly);
+            return f.readAll();
+        }());
         QVERIFY2(status.contains("\"failed\""), qPrintable(status));
         QString keep = QDir(runs()).filePath("kept");
-        QVERIFY(QDir().rename(mnt + "/full", keep) || QProcess::execute("cp", {"-r", mnt + "/full", keep}) == 0);
+        QVERIFY(QDir().rename(mnt + "/full", keep) ||
+                QProcess::execute("cp", {"-r", mnt + "/full", keep}) == 0);
         ::umount(mnt.toUtf8().constData());
-        auto again = run_engine(args("full2", {"trainer.load_path=" + keep, "trainer.max_duration=40steps",
-                                               "trainer.hard_stop=1steps"}), runs());
-        QVERIFY2(again.exit_code == 0 && again.output.contains("loaded checkpoint"), qPrintable(again.output));
+        auto again =
+            run_engine(args("full2", {"trainer.load_path=" + keep, "trainer.max_duration=40steps",
+                                      "trainer.hard_stop=1steps"}),
+                       runs());
+        QVERIFY2(again.exit_code == 0 && again.output.contains("loaded checkpoint"),
+                 qPrintable(again.output));
     }
 
     void retention() {
-        auto r = run_engine(args("keep", {"trainer.max_duration=20steps", "trainer.callbacks.checkpointer.save_interval=5",
-                                          "trainer.callbacks.checkpointer.ephemeral_save_interval=2",
-                                          "trainer.callbacks.checkpointer.max_checkpoints=2"}), runs());
+        auto r =
+            run_engine(args("keep", {"trainer.max_duration=20steps",
+                                     "trainer.callbacks.checkpointer.save_interval=5",
+                                     "trainer.callbacks.checkpointer.ephemeral_save_interval=2",
+                                     "trainer.callbacks.checkpointer.max_checkpoints=2"}),
+                       runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         auto names = QDir(folder("keep")).entryList({"step*"}, QDir::Dirs, QDir::Name);
         QCOMPARE(names, QStringList({"step15", "step20"}));
@@ -293,11 +378,13 @@ private Q_SLOTS:
         QFETCH(QString, action);
         QFETCH(int, exit_code);
         QString run = "nan-" + action;
-        auto r = run_engine(args(run, {"trainer.max_duration=10steps", "trainer.metrics_collect_interval=1",
-                                       "trainer.callbacks.stability_monitor.non_finite_grads=" + action}),
-                            runs(), {{"LATHE_INJECT_NAN_STEP", "5"}});
+        auto r = run_engine(
+            args(run, {"trainer.max_duration=10steps", "trainer.metrics_collect_interval=1",
+                       "trainer.callbacks.stability_monitor.non_finite_grads=" + action}),
+            runs(), {{"LATHE_INJECT_NAN_STEP", "5"}});
         QCOMPARE(r.exit_code, exit_code);
-        QVERIFY2(r.output.contains("non-finite gradient norm (nan) at step 5"), qPrintable(r.output));
+        QVERIFY2(r.output.contains("non-finite gradient norm (nan) at step 5"),
+                 qPrintable(r.output));
         if (action == "skip") {
             auto m = read_metrics(folder(run) + "/metrics.jsonl");
             QCOMPARE(m[5].value("optim/step skipped").toDouble(), 1.0);
@@ -309,13 +396,15 @@ private Q_SLOTS:
     // A non-finite train/CE loss stops the run with an error naming the step (the gradients are
     // finite here, so it is the loss check, not the stability monitor, that stops it).
     void nonFiniteLossStops() {
-        auto r = run_engine(args("nanloss", {"trainer.max_duration=10steps", "trainer.metrics_collect_interval=1"}),
-                            runs(), {{"LATHE_INJECT_NAN_LOSS", "5"}});
+        auto r = run_engine(
+            args("nanloss", {"trainer.max_duration=10steps", "trainer.metrics_collect_interval=1"}),
+            runs(), {{"LATHE_INJECT_NAN_LOSS", "5"}});
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.output.contains("non-finite loss (nan) at step 5"), qPrintable(r.output));
         QFile sf(folder("nanloss") + "/status.json");
         QVERIFY(sf.open(QIODevice::ReadOnly));
-        QCOMPARE(QJsonDocument::fromJson(sf.readAll()).object().value("state").toString(), QString("failed"));
+        QCOMPARE(QJsonDocument::fromJson(sf.readAll()).object().value("state").toString(),
+                 QString("failed"));
         auto m = read_metrics(folder("nanloss") + "/metrics.jsonl");
         QVERIFY(m.contains(4) && std::isfinite(m[4].value("train/CE loss").toDouble()));
         QVERIFY(!m.contains(5) || !m[5].contains("train/CE loss"));  // never logged
@@ -324,7 +413,8 @@ private Q_SLOTS:
     void badDataFileIsNamed() {
         QString empty = runs() + "/empty.txt";
         QFile(empty).open(QIODevice::WriteOnly);
-        auto r = run_engine(args("bad", {"dataset.source=text", "dataset.paths=[" + empty + "]"}), runs());
+        auto r = run_engine(args("bad", {"dataset.source=text", "dataset.paths=[" + empty + "]"}),
+                            runs());
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.output.contains(empty + ": file is empty"), qPrintable(r.output));
     }
@@ -336,7 +426,8 @@ private Q_SLOTS:
         for (int i = 0; i < 2000; ++i) f.write("the quick brown fox jumps over the lazy dog. ");
         f.close();
         auto r = run_engine(args("text", {"dataset.source=text", "dataset.paths=[" + text + "]",
-                                          "trainer.max_duration=30steps"}), runs());
+                                          "trainer.max_duration=30steps"}),
+                            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         auto l = losses(read_metrics(folder("text") + "/metrics.jsonl"));
         QVERIFY(l.last() < l.first());
@@ -350,20 +441,27 @@ private Q_SLOTS:
         for (int i = 0; i < 40000; ++i) tokens.append(static_cast<quint16>((i * 7) % 300));
         f.write(reinterpret_cast<const char*>(tokens.constData()), tokens.size() * 2);
         f.close();
-        auto r = run_engine(args("npy", {"dataset.source=numpy", "dataset.paths=[" + path + "]", "model.vocab_size=512",
-                                         "trainer.max_duration=10steps"}), runs());
+        auto r = run_engine(args("npy", {"dataset.source=numpy", "dataset.paths=[" + path + "]",
+                                         "model.vocab_size=512", "trainer.max_duration=10steps"}),
+                            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         // A token beyond the vocabulary is named with its file and position.
-        auto bad = run_engine(args("npy2", {"dataset.source=numpy", "dataset.paths=[" + path + "]",
-                                            "model.vocab_size=256", "trainer.max_duration=10steps"}), runs());
+        auto bad =
+            run_engine(args("npy2", {"dataset.source=numpy", "dataset.paths=[" + path + "]",
+                                     "model.vocab_size=256", "trainer.max_duration=10steps"}),
+                       runs());
         QCOMPARE(bad.exit_code, 1);
-        QVERIFY2(bad.output.contains(path + ": token") && bad.output.contains("outside the vocabulary"), qPrintable(bad.output));
+        QVERIFY2(
+            bad.output.contains(path + ": token") && bad.output.contains("outside the vocabulary"),
+            qPrintable(bad.output));
     }
 
     void bf16Autocast() {
-        auto r = run_engine(args("bf16", {"trainer.max_duration=30steps", "trainer.metrics_collect_interval=1",
-                                          "train_module.autocast_precision=bfloat16",
-                                          "trainer.callbacks.checkpointer.enabled=false"}), runs());
+        auto r = run_engine(
+            args("bf16", {"trainer.max_duration=30steps", "trainer.metrics_collect_interval=1",
+                          "train_module.autocast_precision=bfloat16",
+                          "trainer.callbacks.checkpointer.enabled=false"}),
+            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         auto l = losses(read_metrics(folder("bf16") + "/metrics.jsonl"));
         QCOMPARE(l.size(), 30);
@@ -376,9 +474,12 @@ private Q_SLOTS:
     }
 
     void profilerWritesAChromeTrace() {
-        auto r = run_engine(args("prof", {"trainer.max_duration=8steps", "trainer.callbacks.profiler.enabled=true",
-                                          "trainer.callbacks.profiler.wait=1", "trainer.callbacks.profiler.warmup=2",
-                                          "trainer.callbacks.profiler.active=2"}), runs());
+        auto r = run_engine(
+            args("prof",
+                 {"trainer.max_duration=8steps", "trainer.callbacks.profiler.enabled=true",
+                  "trainer.callbacks.profiler.wait=1", "trainer.callbacks.profiler.warmup=2",
+                  "trainer.callbacks.profiler.active=2"}),
+            runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         // skip_first 0 + wait 1 + warmup 2 -> steps 4 and 5 are recorded.
         QFile trace(folder("prof") + "/profiler/rank0-step4.chrome_trace.json");
@@ -386,7 +487,8 @@ private Q_SLOTS:
         auto doc = QJsonDocument::fromJson(trace.readAll());
         QVERIFY(doc.isObject() || doc.isArray());
         QByteArray text = doc.toJson();
-        QVERIFY(text.contains("aten::mm") || text.contains("aten::addmm") || text.contains("aten::linear"));
+        QVERIFY(text.contains("aten::mm") || text.contains("aten::addmm") ||
+                text.contains("aten::linear"));
     }
 
     // Threads per rank: the cores, less LATHE_RESERVE_CORES, over the local ranks; a bad value is named.
@@ -396,19 +498,25 @@ private Q_SLOTS:
                          "trainer.callbacks.checkpointer.enabled=false"};
         auto r = run_engine(a, runs(), {{"LATHE_RESERVE_CORES", "1"}});
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
-        QVERIFY2(r.output.contains(QString("%1 CPU thread(s) per rank").arg(std::max(1, cores - 1))), qPrintable(r.output));
-        auto all = run_engine(a, runs(), {{"LATHE_RESERVE_CORES", "1000"}});  // at least one thread stays
+        QVERIFY2(
+            r.output.contains(QString("%1 CPU thread(s) per rank").arg(std::max(1, cores - 1))),
+            qPrintable(r.output));
+        auto all =
+            run_engine(a, runs(), {{"LATHE_RESERVE_CORES", "1000"}});  // at least one thread stays
         QVERIFY2(all.output.contains("1 CPU thread(s) per rank"), qPrintable(all.output));
         auto bad = run_engine(a, runs(), {{"LATHE_RESERVE_CORES", "one"}});
         QVERIFY(bad.exit_code != 0);
-        QVERIFY2(bad.output.contains("LATHE_RESERVE_CORES='one' is not an integer"), qPrintable(bad.output));
-        auto fixed = run_engine(a + QStringList{"launch.num_threads=2"}, runs(), {{"LATHE_RESERVE_CORES", "1"}});
+        QVERIFY2(bad.output.contains("LATHE_RESERVE_CORES='one' is not an integer"),
+                 qPrintable(bad.output));
+        auto fixed = run_engine(a + QStringList{"launch.num_threads=2"}, runs(),
+                                {{"LATHE_RESERVE_CORES", "1"}});
         QVERIFY2(fixed.output.contains("2 CPU thread(s) per rank"), qPrintable(fixed.output));
     }
 
     void bench() {
-        auto r = run_engine({"bench", "tiny", "--steps", "3", "--warmup", "1", "--callbacks", "launch.num_threads=1",
-                             "trainer.metrics_collect_interval=1", "trainer.callbacks.console_logger.enabled=false"},
+        auto r = run_engine({"bench", "tiny", "--steps", "3", "--warmup", "1", "--callbacks",
+                             "launch.num_threads=1", "trainer.metrics_collect_interval=1",
+                             "trainer.callbacks.console_logger.enabled=false"},
                             runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         auto o = bench_result(r.output);
@@ -423,8 +531,9 @@ private Q_SLOTS:
         QVERIFY(files.value("cpu_ms_per_step").toDouble() > 0);
         QVERIFY(files.value("cpu_share").toDouble() > 0 && files.value("cpu_share").toDouble() < 1);
 
-        auto c = run_engine({"bench", "tiny", "--steps", "4", "--warmup", "1", "--checkpoint-every", "2",
-                             "launch.num_threads=1"}, runs());
+        auto c = run_engine({"bench", "tiny", "--steps", "4", "--warmup", "1", "--checkpoint-every",
+                             "2", "launch.num_threads=1"},
+                            runs());
         QVERIFY2(c.exit_code == 0, qPrintable(c.output));
         auto co = bench_result(c.output);
         QCOMPARE(co.value("checkpoints").toInt(), 2);
@@ -434,8 +543,9 @@ private Q_SLOTS:
         QCOMPARE(co.value("dtype").toString(), QString("float32"));
 
         // MFU is measured against the peak of the dtype the products run in: autocast's.
-        auto b = run_engine({"bench", "tiny", "--steps", "2", "--warmup", "1", "launch.num_threads=1",
-                             "train_module.autocast_precision=bfloat16"}, runs());
+        auto b = run_engine({"bench", "tiny", "--steps", "2", "--warmup", "1",
+                             "launch.num_threads=1", "train_module.autocast_precision=bfloat16"},
+                            runs());
         QVERIFY2(b.exit_code == 0, qPrintable(b.output));
         QCOMPARE(bench_result(b.output).value("dtype").toString(), QString("bfloat16"));
     }

@@ -2,12 +2,12 @@
 // partial, abandoned and corrupt ones (with the reason), Resume offered only for usable ones (also
 // in the panel's buttons), deletion, background CRC verification; ResumePlan's refusal of unsafe
 // config changes and its launch arguments; ConfigDiffModel.
-#include "checkpoints/checkpoint_info.h"
-#include "checkpoints/checkpoints_model.h"
-#include "checkpoints/checkpoints_panel.h"
-#include "checkpoints/resume_plan.h"
-#include "runs/config_diff.h"
-#include "ui/runs/run_fixtures.h"
+#include "tests/ui/runs/run_fixtures.h"
+#include "ui/checkpoints/checkpoint_info.h"
+#include "ui/checkpoints/checkpoints_model.h"
+#include "ui/checkpoints/checkpoints_panel.h"
+#include "ui/checkpoints/resume_plan.h"
+#include "ui/runs/config_diff.h"
 
 #include <QAbstractItemModelTester>
 #include <QLabel>

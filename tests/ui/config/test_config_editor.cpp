@@ -1,7 +1,7 @@
 // ConfigEditor: generated from the schema, editor <-> config round trip for every field type,
 // validation display, preset markers, undo/redo, presets, open/save JSON and YAML.
-#include "config/config_editor.h"
-#include "config/scientific_spin_box.h"
+#include "ui/config/config_editor.h"
+#include "ui/config/scientific_spin_box.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -78,7 +78,9 @@ private Q_SLOTS:
             QCOMPARE(e->toolTip(), f->description);
             QVERIFY2(!f->description.isEmpty(), qPrintable(f->path));
         }
-        auto kind = [&](const char* p) { return editor.editorFor(QString::fromLatin1(p))->spec().kind; };
+        auto kind = [&](const char* p) {
+            return editor.editorFor(QString::fromLatin1(p))->spec().kind;
+        };
         QCOMPARE(kind("model.d_model"), FieldSpec::Kind::Integer);
         QCOMPARE(kind("train_module.optim.lr"), FieldSpec::Kind::Number);
         QCOMPARE(kind("model.dtype"), FieldSpec::Kind::Enum);
@@ -96,10 +98,12 @@ private Q_SLOTS:
         QVERIFY(editor.editorFor(QStringLiteral("dataset.paths"))->pickerButton());
         QCOMPARE(editor.editorFor(QStringLiteral("trainer.max_duration"))->unitBox()->count(), 3);
         // Bounds reach the spin boxes.
-        auto* spin = qobject_cast<QDoubleSpinBox*>(editor.editorFor(QStringLiteral("data_loader.prefetch_batches"))->input());
+        auto* spin = qobject_cast<QDoubleSpinBox*>(
+            editor.editorFor(QStringLiteral("data_loader.prefetch_batches"))->input());
         QCOMPARE(spin->minimum(), 0.0);
         QCOMPARE(spin->maximum(), 64.0);
-        auto* dtype = qobject_cast<QComboBox*>(editor.editorFor(QStringLiteral("model.dtype"))->input());
+        auto* dtype =
+            qobject_cast<QComboBox*>(editor.editorFor(QStringLiteral("model.dtype"))->input());
         QCOMPARE(dtype->count(), 2);
         QVERIFY(editor.isValid());
     }
@@ -113,10 +117,11 @@ private Q_SLOTS:
                 FieldEditor* e = editor.editorFor(f->path);
                 const Json v = lathe::ui::valueAt(doc, f->path);
                 e->setValue(v);
-                QVERIFY2(e->value() == v, qPrintable(QStringLiteral("%1 %2: %3 != %4")
-                                                         .arg(QString::fromStdString(name), f->path,
-                                                              QString::fromStdString(e->value().dump()),
-                                                              QString::fromStdString(v.dump()))));
+                QVERIFY2(e->value() == v,
+                         qPrintable(QStringLiteral("%1 %2: %3 != %4")
+                                        .arg(QString::fromStdString(name), f->path,
+                                             QString::fromStdString(e->value().dump()),
+                                             QString::fromStdString(v.dump()))));
             }
         }
     }
@@ -124,22 +129,38 @@ private Q_SLOTS:
     void userEditRoundTrip_data() {
         QTest::addColumn<QString>("path");
         QTest::addColumn<QString>("json");
-        QTest::newRow("integer") << "model.d_model" << "96";
-        QTest::newRow("number, scientific") << "train_module.optim.lr" << "0.0003";
-        QTest::newRow("number, bounded") << "dataset.validation_fraction" << "0.1";
-        QTest::newRow("bool") << "model.qk_norm" << "false";
-        QTest::newRow("enum") << "train_module.scheduler.name" << "\"linear_with_warmup\"";
-        QTest::newRow("string") << "run_name" << "\"my run\"";
-        QTest::newRow("path") << "trainer.save_folder" << "\"/tmp/runs/x\"";
-        QTest::newRow("duration") << "trainer.max_duration" << "{\"value\":500,\"unit\":\"tokens\"}";
-        QTest::newRow("nullable duration set") << "trainer.hard_stop" << "{\"value\":20,\"unit\":\"steps\"}";
-        QTest::newRow("nullable int set") << "model.n_kv_heads" << "2";
-        QTest::newRow("nullable number to null") << "train_module.max_grad_norm" << "null";
-        QTest::newRow("nullable enum set") << "train_module.autocast_precision" << "\"bfloat16\"";
-        QTest::newRow("nullable bool set") << "trainer.load_optim_state" << "false";
-        QTest::newRow("int list") << "trainer.callbacks.checkpointer.fixed_steps" << "[10,20,30]";
-        QTest::newRow("glob list") << "trainer.callbacks.console_logger.metrics" << "[\"train/*\",\"optim/LR\"]";
-        QTest::newRow("json list") << "trainer.steps_to_skip" << "[{\"start\":5,\"stop\":7}]";
+        QTest::newRow("integer") << "model.d_model"
+                                 << "96";
+        QTest::newRow("number, scientific") << "train_module.optim.lr"
+                                            << "0.0003";
+        QTest::newRow("number, bounded") << "dataset.validation_fraction"
+                                         << "0.1";
+        QTest::newRow("bool") << "model.qk_norm"
+                              << "false";
+        QTest::newRow("enum") << "train_module.scheduler.name"
+                              << "\"linear_with_warmup\"";
+        QTest::newRow("string") << "run_name"
+                                << "\"my run\"";
+        QTest::newRow("path") << "trainer.save_folder"
+                              << "\"/tmp/runs/x\"";
+        QTest::newRow("duration") << "trainer.max_duration"
+                                  << "{\"value\":500,\"unit\":\"tokens\"}";
+        QTest::newRow("nullable duration set") << "trainer.hard_stop"
+                                               << "{\"value\":20,\"unit\":\"steps\"}";
+        QTest::newRow("nullable int set") << "model.n_kv_heads"
+                                          << "2";
+        QTest::newRow("nullable number to null") << "train_module.max_grad_norm"
+                                                 << "null";
+        QTest::newRow("nullable enum set") << "train_module.autocast_precision"
+                                           << "\"bfloat16\"";
+        QTest::newRow("nullable bool set") << "trainer.load_optim_state"
+                                           << "false";
+        QTest::newRow("int list") << "trainer.callbacks.checkpointer.fixed_steps"
+                                  << "[10,20,30]";
+        QTest::newRow("glob list") << "trainer.callbacks.console_logger.metrics"
+                                   << "[\"train/*\",\"optim/LR\"]";
+        QTest::newRow("json list") << "trainer.steps_to_skip"
+                                   << "[{\"start\":5,\"stop\":7}]";
     }
     void userEditRoundTrip() {
         QFETCH(QString, path);
@@ -151,14 +172,16 @@ private Q_SLOTS:
         userSets(e, expected);
         QCOMPARE(QString::fromStdString(lathe::ui::valueAt(editor.document(), path).dump()),
                  QString::fromStdString(expected.dump()));
-        QVERIFY2(editor.isValid(), editor.issues().empty() ? "" : editor.issues()[0].to_string().c_str());
+        QVERIFY2(editor.isValid(),
+                 editor.issues().empty() ? "" : editor.issues()[0].to_string().c_str());
         // The config library reads it back to the same value...
         cfg::Loaded l = cfg::load_document(editor.document());
         QVERIFY(l.ok());
         QCOMPARE(QString::fromStdString(lathe::ui::valueAt(cfg::to_json(l.config), path).dump()),
                  QString::fromStdString(expected.dump()));
         // ...the resolved view shows it, and a fresh editor shows it too.
-        QVERIFY(editor.findChild<QPlainTextEdit*>(QStringLiteral("resolvedJson"))->toPlainText()
+        QVERIFY(editor.findChild<QPlainTextEdit*>(QStringLiteral("resolvedJson"))
+                    ->toPlainText()
                     .contains(QString::fromStdString(cfg::to_json(l.config).dump(2)).left(20)));
         ConfigEditor other;
         other.setDocument(editor.document());
@@ -178,7 +201,8 @@ private Q_SLOTS:
         auto* error = lr->findChild<QLabel*>(QStringLiteral("fieldError"));
         QVERIFY(!error->isHidden());
         QCOMPARE(error->text(), lr->issue());
-        QVERIFY(lr->findChild<QWidget*>(QStringLiteral("fieldFrame"))->property("invalid").toBool());
+        QVERIFY(
+            lr->findChild<QWidget*>(QStringLiteral("fieldFrame"))->property("invalid").toBool());
         auto* problems = editor.findChild<QListWidget*>(QStringLiteral("problems"));
         QVERIFY(!problems->isHidden());
         QCOMPARE(problems->count(), 1);
@@ -197,9 +221,12 @@ private Q_SLOTS:
         QVERIFY(!editor.editorFor(QStringLiteral("dataset.paths"))->issue().isEmpty());
         // A bad list element too.
         ConfigEditor e2;
-        userSets(e2.editorFor(QStringLiteral("trainer.callbacks.checkpointer.fixed_steps")), Json::array({5, "x"}));
+        userSets(e2.editorFor(QStringLiteral("trainer.callbacks.checkpointer.fixed_steps")),
+                 Json::array({5, "x"}));
         QVERIFY(!e2.isValid());
-        QVERIFY(e2.editorFor(QStringLiteral("trainer.callbacks.checkpointer.fixed_steps"))->issue().startsWith(QStringLiteral("[1]")));
+        QVERIFY(e2.editorFor(QStringLiteral("trainer.callbacks.checkpointer.fixed_steps"))
+                    ->issue()
+                    .startsWith(QStringLiteral("[1]")));
     }
 
     void presetMarkersAndUndo() {
@@ -243,13 +270,16 @@ private Q_SLOTS:
 
     void switchableCallbacks() {
         ConfigEditor editor;
-        FieldEditor* enabled = editor.editorFor(QStringLiteral("trainer.callbacks.profiler.enabled"));
+        FieldEditor* enabled =
+            editor.editorFor(QStringLiteral("trainer.callbacks.profiler.enabled"));
         QVERIFY(enabled);
         FieldEditor* wait = editor.editorFor(QStringLiteral("trainer.callbacks.profiler.wait"));
         QVERIFY(!wait->isEnabledTo(&editor));  // profiler is off by default
         userSets(enabled, Json(true));
         QVERIFY(wait->isEnabledTo(&editor));
-        QCOMPARE(lathe::ui::valueAt(editor.document(), QStringLiteral("trainer.callbacks.profiler.enabled")), Json(true));
+        QCOMPARE(lathe::ui::valueAt(editor.document(),
+                                    QStringLiteral("trainer.callbacks.profiler.enabled")),
+                 Json(true));
     }
 
     void saveAndOpen_data() {
@@ -263,7 +293,8 @@ private Q_SLOTS:
         const QString path = dir.filePath(file);
         ConfigEditor editor;
         userSets(editor.editorFor(QStringLiteral("model.n_layers")), Json(6));
-        userSets(editor.editorFor(QStringLiteral("trainer.hard_stop")), Json{{"value", 50}, {"unit", "steps"}});
+        userSets(editor.editorFor(QStringLiteral("trainer.hard_stop")),
+                 Json{{"value", 50}, {"unit", "steps"}});
         QString error;
         QVERIFY2(editor.saveFile(path, &error), qPrintable(error));
         QVERIFY(editor.undoStack()->isClean());
@@ -282,7 +313,8 @@ private Q_SLOTS:
         const QString path = dir.filePath(QStringLiteral("bad.json"));
         QFile f(path);
         QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(R"({"model": {"d_model": 0, "n_layrs": 3}, "trainer": {"max_duration": "40steps"}})");
+        f.write(
+            R"({"model": {"d_model": 0, "n_layrs": 3}, "trainer": {"max_duration": "40steps"}})");
         f.close();
         ConfigEditor editor;
         QString error;

@@ -1,7 +1,7 @@
 // lathe-plot-bench: how long a coalesced repaint of a PlotPanel takes with 10k, 100k and 1M points
 // in a series (loss + LR). Not a test: it prints timings. Run it under a display or offscreen:
 //   QT_QPA_PLATFORM=offscreen build/<preset>/bin/lathe-plot-bench
-#include "plots/plot_panel.h"
+#include "ui/plots/plot_panel.h"
 
 #include <QApplication>
 #include <QElapsedTimer>
@@ -24,9 +24,12 @@ int main(int argc, char** argv) {
         QElapsedTimer t;
         t.start();
         for (int i = 1; i <= n; ++i) {
-            lathe::protocol::Metrics m{i, int64_t(i) * 2048, i * 0.05,
-                                       {{"train/CE loss", 2 + 4 / std::sqrt(double(i)) + noise(rng)},
-                                        {"optim/LR", 1e-3 * std::min(1.0, i / 1000.0)}}};
+            lathe::protocol::Metrics m{
+                i,
+                int64_t(i) * 2048,
+                i * 0.05,
+                {{"train/CE loss", 2 + 4 / std::sqrt(double(i)) + noise(rng)},
+                 {"optim/LR", 1e-3 * std::min(1.0, i / 1000.0)}}};
             store.append(m);
         }
         const double appendMs = t.nsecsElapsed() / 1e6;

@@ -1,6 +1,6 @@
 // MetricStore: TensorBoard's debiased EMA against hand-computed values, the incremental form
 // against the batch form, running min/max, ordering, and the CSV export.
-#include "plots/metric_store.h"
+#include "ui/plots/metric_store.h"
 
 #include <QSignalSpy>
 #include <QtTest>
@@ -28,8 +28,7 @@ private Q_SLOTS:
         // A NaN passes through and does not count.
         QTest::newRow("NaN") << QVector<double>{1, nan, 3} << 0.5
                              << QVector<double>{1.0, nan, 1.75 / 0.75};
-        QTest::newRow("w=0 is raw") << QVector<double>{4, 1, 9} << 0.0
-                                    << QVector<double>{4, 1, 9};
+        QTest::newRow("w=0 is raw") << QVector<double>{4, 1, 9} << 0.0 << QVector<double>{4, 1, 9};
         QTest::newRow("constant") << QVector<double>{2, 2, 2, 2} << 0.9
                                   << QVector<double>{2, 2, 2, 2};
         QTest::newRow("empty") << QVector<double>{} << 0.5 << QVector<double>{};
@@ -44,14 +43,16 @@ private Q_SLOTS:
             if (std::isnan(expected[i])) {
                 QVERIFY(std::isnan(got[i]));
             } else {
-                QVERIFY2(std::abs(got[i] - expected[i]) < 1e-12,
-                         qPrintable(QStringLiteral("%1: %2 vs %3").arg(i).arg(got[i]).arg(expected[i])));
+                QVERIFY2(
+                    std::abs(got[i] - expected[i]) < 1e-12,
+                    qPrintable(QStringLiteral("%1: %2 vs %3").arg(i).arg(got[i]).arg(expected[i])));
             }
         }
         // The store's incremental smoothing gives exactly the batch result.
         MetricStore store;
         store.setSmoothingWeight(weight);
-        for (int i = 0; i < values.size(); ++i) store.append(QStringLiteral("m"), i + 1, 0, 0, values[i]);
+        for (int i = 0; i < values.size(); ++i)
+            store.append(QStringLiteral("m"), i + 1, 0, 0, values[i]);
         if (values.isEmpty()) return;
         const auto* s = store.series(QStringLiteral("m"));
         for (int i = 0; i < got.size(); ++i)
@@ -119,7 +120,8 @@ private Q_SLOTS:
         store.append(m);
         QCOMPARE(added.size(), 2);
         QCOMPARE(appended.size(), 1);  // one signal per message
-        QCOMPARE(store.names(), (QStringList{QStringLiteral("train/CE loss"), QStringLiteral("optim/LR")}));
+        QCOMPARE(store.names(),
+                 (QStringList{QStringLiteral("train/CE loss"), QStringLiteral("optim/LR")}));
         QCOMPARE(store.series(QStringLiteral("optim/LR"))->tokens.front(), 20480.0);
         store.clear();
         QVERIFY(store.names().isEmpty());
@@ -139,7 +141,8 @@ private Q_SLOTS:
             "3,300,1.5,nan,\n");
         QCOMPARE(store.toCsv(), expected);
         QCOMPARE(store.toCsv({QStringLiteral("train/CE loss")}),
-                 QStringLiteral("step,tokens,wall_time,train/CE loss\n1,100,0.5,5.5\n2,200,1,4.25\n3,300,1.5,nan\n"));
+                 QStringLiteral("step,tokens,wall_time,train/CE "
+                                "loss\n1,100,0.5,5.5\n2,200,1,4.25\n3,300,1.5,nan\n"));
         // Full precision survives the round trip.
         MetricStore precise;
         precise.append(QStringLiteral("lr"), 1, 0, 0, 0.1 + 0.2);

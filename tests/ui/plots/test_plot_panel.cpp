@@ -1,6 +1,6 @@
 // PlotPanel: metrics land in the right group, repaints are coalesced (a burst of appends is one
 // replot), axis modes, log y, follow-latest, hover read-out, PNG and CSV export.
-#include "plots/plot_panel.h"
+#include "ui/plots/plot_panel.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -18,16 +18,20 @@ private Q_SLOTS:
         panel.resize(1000, 700);
         panel.show();
         QVERIFY(QTest::qWaitForWindowExposed(&panel));
-        QCOMPARE(panel.plotFor(QStringLiteral("train/CE loss"))->group().title, QStringLiteral("Loss"));
-        QCOMPARE(panel.plotFor(QStringLiteral("eval/lm/validation/CE loss")), panel.plotFor(QStringLiteral("train/CE loss")));
-        QCOMPARE(panel.plotFor(QStringLiteral("optim/LR group0"))->group().title, QStringLiteral("Learning rate"));
-        QCOMPARE(panel.plotFor(QStringLiteral("throughput/device/TPS"))->group().title, QStringLiteral("Throughput (tokens/s)"));
+        QCOMPARE(panel.plotFor(QStringLiteral("train/CE loss"))->group().title,
+                 QStringLiteral("Loss"));
+        QCOMPARE(panel.plotFor(QStringLiteral("eval/lm/validation/CE loss")),
+                 panel.plotFor(QStringLiteral("train/CE loss")));
+        QCOMPARE(panel.plotFor(QStringLiteral("optim/LR group0"))->group().title,
+                 QStringLiteral("Learning rate"));
+        QCOMPARE(panel.plotFor(QStringLiteral("throughput/device/TPS"))->group().title,
+                 QStringLiteral("Throughput (tokens/s)"));
         QVERIFY(!panel.plotFor(QStringLiteral("something/else")));
 
         const int before = panel.replotCount();
         for (int i = 1; i <= 5000; ++i) {
-            lathe::protocol::Metrics m{i, i * 1000, i * 0.01,
-                                       {{"train/CE loss", 10.0 / i}, {"optim/LR", 1e-3 * i}}};
+            lathe::protocol::Metrics m{
+                i, i * 1000, i * 0.01, {{"train/CE loss", 10.0 / i}, {"optim/LR", 1e-3 * i}}};
             store.append(m);
         }
         QCOMPARE(panel.replotCount(), before);  // nothing drawn synchronously
@@ -78,6 +82,38 @@ private Q_SLOTS:
         QVERIFY2(text.contains(QStringLiteral("<b>train/CE loss</b>: 5 ")), qPrintable(text));
     }
 
+    void valueAxisHasAMinimumSpan() {
+        using lathe::ui::MetricPlot;
+        // ±0.5% noise around 100 is not stretched over the whole plot: the axis is at least 5 tall.
+        const QCPRange noise = MetricPlot::valueRange(99.5, 100.5, false);
+        QVERIFY(noise.contains(99.5) && noise.contains(100.5));
+        QVERIFY2(noise.size() >= 5.0, qPrintable(QString::number(noise.size())));
+        // A real fall keeps its own span (plus 5% padding).
+        const QCPRange fall = MetricPlot::valueRange(2.0, 10.0, false);
+        QVERIFY(fall.lower < 2.0 && fall.lower > 1.5 && fall.upper > 10.0 && fall.upper < 10.5);
+        // Memory starts at 0.
+        const QCPRange memory = MetricPlot::valueRange(3.98, 4.02, true);
+        QCOMPARE(memory.lower, 0.0);
+        QVERIFY(memory.upper >= 4.02 && memory.upper < 4.5);
+        // A constant series still gets a visible range.
+        const QCPRange flat = MetricPlot::valueRange(0.0, 0.0, false);
+        QVERIFY(flat.size() > 0);
+
+        // The Memory plot of the panel shows 0 under ±0.5% of RSS noise.
+        MetricStore store;
+        PlotPanel panel(&store);
+        panel.resize(1000, 700);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        for (int i = 1; i <= 50; ++i)
+            store.append(QStringLiteral("system/memory_rss_gib"), i, i * 10, i * 0.1,
+                         4.0 + ((i % 2) ? 0.02 : -0.02));
+        auto* plot = panel.plotFor(QStringLiteral("system/memory_rss_gib"));
+        QVERIFY(plot);
+        QTRY_VERIFY(!panel.replotPending());
+        QCOMPARE(plot->yAxis->range().lower, 0.0);
+    }
+
     void smoothingSliderResmooths() {
         MetricStore store;
         PlotPanel panel(&store);
@@ -96,7 +132,8 @@ private Q_SLOTS:
         MetricStore store;
         PlotPanel panel(&store);
         panel.resize(900, 600);
-        for (int i = 1; i <= 100; ++i) store.append(QStringLiteral("train/CE loss"), i, i, i, 1.0 / i);
+        for (int i = 1; i <= 100; ++i)
+            store.append(QStringLiteral("train/CE loss"), i, i, i, 1.0 / i);
         QTemporaryDir dir;
         const QString png = dir.filePath(QStringLiteral("p.png"));
         QVERIFY(panel.exportPng(png));

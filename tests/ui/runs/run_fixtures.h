@@ -1,7 +1,7 @@
 // Run folders written by hand, as the engine writes them (for the runs and checkpoints tests).
 #pragma once
 
-#include "sinks/crc32c.h"
+#include "engine/run_folder/crc32c.h"
 
 #include <QByteArray>
 #include <QDir>
@@ -65,7 +65,7 @@ inline QByteArray tensorFile(int n = 2, int floats = 16) {
                                    {"shape", QJsonArray{floats}},
                                    {"offset", data.size()},
                                    {"nbytes", bytes.size()},
-                                   {"crc32c", static_cast<qint64>(lathe::sinks::crc32c(
+                                   {"crc32c", static_cast<qint64>(lathe::run_folder::crc32c(
                                                   bytes.constData(), bytes.size()))}});
         data += bytes;
     }

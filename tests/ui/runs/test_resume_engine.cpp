@@ -5,17 +5,17 @@
 // uninterrupted 30-step run (bitwise: one thread, metrics every step). Also: resume as a new run,
 // the engine's refusal of a model change matching the GUI's, attaching to a run started elsewhere
 // and noticing when it dies.
-#include "checkpoints/checkpoints_model.h"
-#include "checkpoints/resume_plan.h"
-#include "config/io.h"
-#include "engine_runner.h"
-#include "ui/runs/run_fixtures.h"
-#include "plots/metric_store.h"
-#include "run/run_controller.h"
-#include "runs/run_info.h"
-#include "runs/run_metrics_loader.h"
-#include "runs/run_session.h"
-#include "runs/runs_model.h"
+#include "engine/config/io.h"
+#include "tests/engine_runner.h"
+#include "tests/ui/runs/run_fixtures.h"
+#include "ui/checkpoints/checkpoints_model.h"
+#include "ui/checkpoints/resume_plan.h"
+#include "ui/control/run_controller.h"
+#include "ui/control/run_session.h"
+#include "ui/plots/metric_store.h"
+#include "ui/runs/run_info.h"
+#include "ui/runs/run_metrics_loader.h"
+#include "ui/runs/runs_model.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -23,9 +23,9 @@
 #include <signal.h>
 
 using namespace lathe::ui;
+using lathe::config::Json;
 using lathe::testing::kLoss;
 using lathe::testing::range;
-using lathe::config::Json;
 
 namespace {
 

@@ -1,15 +1,15 @@
 // Curves from a run's files: MetricStore::abandonAfter, RunMetricsLoader on resumed runs (steps
 // going back, with and without history.jsonl), following a file that grows, "resume as new run"
 // children, how abandoned branches are drawn, and the run comparison view.
-#include "logs/log_model.h"
-#include "plots/metric_plot.h"
-#include "plots/metric_store.h"
-#include "plots/plot_panel.h"
-#include "runs/compare_view.h"
-#include "runs/run_comparison.h"
-#include "runs/run_logs.h"
-#include "runs/run_metrics_loader.h"
-#include "ui/runs/run_fixtures.h"
+#include "tests/ui/runs/run_fixtures.h"
+#include "ui/logs/log_model.h"
+#include "ui/plots/metric_plot.h"
+#include "ui/plots/metric_store.h"
+#include "ui/plots/plot_panel.h"
+#include "ui/runs/compare_view.h"
+#include "ui/runs/run_comparison.h"
+#include "ui/runs/run_logs.h"
+#include "ui/runs/run_metrics_loader.h"
 
 #include <QComboBox>
 #include <QSignalSpy>

@@ -2,20 +2,20 @@
 // in the Runs dock, open it, select its step15 checkpoint, press Resume: the engine continues the
 // run and the curve continues from step 16 (the first attempt's 16..30 drawn apart as abandoned).
 // Then compare two runs. Screenshots go to $LATHE_ARTIFACTS.
-#include "main_window.h"
+#include "ui/main_window.h"
 
-#include "checkpoints/checkpoints_model.h"
-#include "checkpoints/checkpoints_panel.h"
-#include "config/config_editor.h"
-#include "engine_runner.h"
-#include "ui/runs/run_fixtures.h"
-#include "plots/metric_plot.h"
-#include "plots/metric_store.h"
-#include "plots/plot_panel.h"
-#include "runs/compare_view.h"
-#include "runs/run_session.h"
-#include "runs/runs_model.h"
-#include "runs/runs_panel.h"
+#include "tests/engine_runner.h"
+#include "tests/ui/runs/run_fixtures.h"
+#include "ui/checkpoints/checkpoints_model.h"
+#include "ui/checkpoints/checkpoints_panel.h"
+#include "ui/config/config_editor.h"
+#include "ui/control/run_session.h"
+#include "ui/plots/metric_plot.h"
+#include "ui/plots/metric_store.h"
+#include "ui/plots/plot_panel.h"
+#include "ui/runs/compare_view.h"
+#include "ui/runs/runs_model.h"
+#include "ui/runs/runs_panel.h"
 
 #include <QLabel>
 #include <QListWidget>

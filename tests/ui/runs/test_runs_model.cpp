@@ -1,9 +1,9 @@
 // RunsModel / RunsFilterModel against run folders written by hand: what each column says, the
 // interrupted-run detection (dead process, stale status), sorting and filtering, and refreshes
 // (in place, by the timer and by the file-system watcher), all under QAbstractItemModelTester.
-#include "runs/run_info.h"
-#include "runs/runs_model.h"
-#include "ui/runs/run_fixtures.h"
+#include "tests/ui/runs/run_fixtures.h"
+#include "ui/runs/run_info.h"
+#include "ui/runs/runs_model.h"
 
 #include <QAbstractItemModelTester>
 #include <QProcess>

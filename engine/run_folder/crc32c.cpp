@@ -1,8 +1,8 @@
-#include "crc32c.h"
+#include "engine/run_folder/crc32c.h"
 
 #include <array>
 
-namespace lathe::sinks {
+namespace lathe::run_folder {
 
 namespace {
 
@@ -27,4 +27,4 @@ std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc) {
     return ~c;
 }
 
-}  // namespace lathe::sinks
+}  // namespace lathe::run_folder

@@ -12,8 +12,8 @@
 //               times are shifted so the wall-time axis keeps counting from the first line shown.
 #pragma once
 
-#include "checkpoints/resume_plan.h"
-#include "run/run_controller.h"
+#include "ui/checkpoints/resume_plan.h"
+#include "ui/control/run_controller.h"
 
 #include <QObject>
 

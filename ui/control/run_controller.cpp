@@ -1,4 +1,4 @@
-#include "run/run_controller.h"
+#include "ui/control/run_controller.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -27,7 +27,9 @@ constexpr int kLastLinesKept = 40;
 constexpr int kDropsLoggedInFull = 50;
 constexpr int kDropLogEvery = 1000;
 
-QString fromStd(const std::string& s) { return QString::fromStdString(s); }
+QString fromStd(const std::string& s) {
+    return QString::fromStdString(s);
+}
 
 // "[rank 3] text", "[rank3] text" or "rank3: text" as written by launchers.
 const QRegularExpression& rankPrefix() {
@@ -122,7 +124,9 @@ QString RunController::configPath() const {
     return dir_ ? dir_->filePath(QStringLiteral("config.json")) : QString();
 }
 
-qint64 RunController::processId() const { return pid_; }
+qint64 RunController::processId() const {
+    return pid_;
+}
 
 bool RunController::connected() const {
     return socket_ && socket_->state() == QLocalSocket::ConnectedState;
@@ -212,7 +216,8 @@ bool RunController::start(const lathe::config::Json& config, const RunOptions& o
     process_->setProgram(enginePath_);
     process_->setArguments(arguments_);
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    if (!options.cudaDevices.isEmpty()) env.insert(QStringLiteral("CUDA_VISIBLE_DEVICES"), options.cudaDevices);
+    if (!options.cudaDevices.isEmpty())
+        env.insert(QStringLiteral("CUDA_VISIBLE_DEVICES"), options.cudaDevices);
     // Leave a core to this window, unless the config fixes launch.num_threads: measured on two
     // cores, the engine trains faster on one thread than on two beside the GUI (docs/performance.md).
     if (!env.contains(QStringLiteral("LATHE_RESERVE_CORES")))
@@ -276,7 +281,8 @@ void RunController::signalGroup(int sig) {
     if (pid_ <= 0) return;
     // The group first (every rank), then the leader in case it has not called setpgid yet.
     ::kill(static_cast<pid_t>(-pid_), sig);
-    if (process_ && process_->state() != QProcess::NotRunning) ::kill(static_cast<pid_t>(pid_), sig);
+    if (process_ && process_->state() != QProcess::NotRunning)
+        ::kill(static_cast<pid_t>(pid_), sig);
 }
 
 void RunController::setState(State s) {
@@ -299,9 +305,8 @@ void RunController::dropMessage(const QString& why) {
     if (dropped_ <= kDropsLoggedInFull || dropped_ % kDropLogEvery == 0) {
         note(QStringLiteral("warning"),
              tr("control channel: dropped a message (%1)%2")
-                 .arg(why, dropped_ > kDropsLoggedInFull
-                               ? tr("; %1 dropped so far").arg(dropped_)
-                               : QString()));
+                 .arg(why, dropped_ > kDropsLoggedInFull ? tr("; %1 dropped so far").arg(dropped_)
+                                                         : QString()));
     }
 }
 
@@ -400,11 +405,12 @@ void RunController::handleEvent(proto::Event event) {
         }
         Q_EMIT statusReceived(*s);
     } else if (auto* c = std::get_if<proto::CheckpointSaved>(&event)) {
-        note(QStringLiteral("info"), tr("checkpoint of step %1 saved to %2 (written in %3)")
-                                         .arg(c->step)
-                                         .arg(fromStd(c->path))
-                                         .arg(c->duration_s < 1 ? tr("%1 ms").arg(c->duration_s * 1000, 0, 'f', 0)
-                                                                : tr("%1 s").arg(c->duration_s, 0, 'f', 2)));
+        note(QStringLiteral("info"),
+             tr("checkpoint of step %1 saved to %2 (written in %3)")
+                 .arg(c->step)
+                 .arg(fromStd(c->path))
+                 .arg(c->duration_s < 1 ? tr("%1 ms").arg(c->duration_s * 1000, 0, 'f', 0)
+                                        : tr("%1 s").arg(c->duration_s, 0, 'f', 2)));
         if (state_ == State::Checkpointing) setState(State::Running);
         Q_EMIT checkpointSaved(*c);
     } else if (auto* e = std::get_if<proto::ErrorEvent>(&event)) {
@@ -472,11 +478,13 @@ void RunController::onProcessFinished(int exitCode, QProcess::ExitStatus status)
         summary = tr("stopped (terminated)");
     } else if (status == QProcess::CrashExit) {
         // For a crash QProcess reports the signal number as the exit code.
-        summary = tr("crashed (signal %1: %2)").arg(exitCode).arg(QString::fromLocal8Bit(::strsignal(exitCode)));
+        summary = tr("crashed (signal %1: %2)")
+                      .arg(exitCode)
+                      .arg(QString::fromLocal8Bit(::strsignal(exitCode)));
     } else if (exitCode == 0) {
         ok = true;
-        summary = bye_ == proto::ExitReason::stopped || stopRequested_ ? tr("stopped")
-                                                                        : tr("finished");
+        summary =
+            bye_ == proto::ExitReason::stopped || stopRequested_ ? tr("stopped") : tr("finished");
     } else if (stopRequested_ && exitCode == 130) {
         ok = true;
         summary = tr("stopped (interrupted)");

@@ -1,11 +1,12 @@
-// CRC-32C (Castagnoli), as TFRecord framing uses it, with TensorFlow's mask.
+// CRC-32C (Castagnoli): the checksum of Lathe tensor files and of TFRecord framing (TensorBoard),
+// with TensorFlow's mask. The one implementation in the tree.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-namespace lathe::sinks {
+namespace lathe::run_folder {
 
 /// CRC-32C (reflected polynomial 0x82F63B78), table-driven. `crc` continues an earlier value, so
 /// crc32c(b, crc32c(a)) == crc32c(a + b). crc32c("123456789") == 0xE3069283.
@@ -24,4 +25,4 @@ constexpr std::uint32_t unmask_crc(std::uint32_t masked) {
     return (rot >> 17) | (rot << 15);
 }
 
-}  // namespace lathe::sinks
+}  // namespace lathe::run_folder

@@ -1,7 +1,7 @@
 // Lets the control-channel messages travel through Qt signals (queued connections, QSignalSpy).
 #pragma once
 
-#include "protocol/messages.h"
+#include "engine/protocol/messages.h"
 
 #include <QMetaType>
 

@@ -1,7 +1,7 @@
-#include "runs/run_session.h"
+#include "ui/control/run_session.h"
 
-#include "plots/metric_store.h"
-#include "runs/run_metrics_loader.h"
+#include "ui/plots/metric_store.h"
+#include "ui/runs/run_metrics_loader.h"
 
 #include <QDateTime>
 #include <QFileInfo>

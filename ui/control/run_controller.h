@@ -8,9 +8,10 @@
 // Malformed, unknown and out-of-order messages are logged (rank kGuiRank) and dropped.
 #pragma once
 
-#include "protocol/line_buffer.h"
-#include "protocol/messages.h"
-#include "run/protocol_types.h"
+#include "engine/protocol/line_buffer.h"
+#include "engine/protocol/messages.h"
+#include "ui/control/protocol_types.h"
+#include "ui/logs/log_model.h"
 
 #include <QObject>
 #include <QPointer>
@@ -28,11 +29,11 @@ class QTimer;
 namespace lathe::ui {
 
 struct RunOptions {
-    int ranks = 1;             ///< launch.nproc
-    QString cudaDevices;       ///< CUDA_VISIBLE_DEVICES for the engine; empty inherits ours
-    QStringList overrides;     ///< extra "a.b.c=value" arguments
-    QString runsDir;           ///< --runs-dir: the runs root; empty lets the engine choose
-    QString resumeFrom;        ///< --resume-from: continue the same run from this checkpoint
+    int ranks = 1;          ///< launch.nproc
+    QString cudaDevices;    ///< CUDA_VISIBLE_DEVICES for the engine; empty inherits ours
+    QStringList overrides;  ///< extra "a.b.c=value" arguments
+    QString runsDir;        ///< --runs-dir: the runs root; empty lets the engine choose
+    QString resumeFrom;     ///< --resume-from: continue the same run from this checkpoint
 };
 
 class RunController : public QObject {
@@ -41,10 +42,6 @@ class RunController : public QObject {
 public:
     enum class State { Idle, Starting, Running, Checkpointing, Stopping, Finished, Failed };
     Q_ENUM(State)
-
-    /// Log lines that do not come from an engine rank.
-    static constexpr int kConsoleRank = -1;  ///< the engine process's stdout/stderr
-    static constexpr int kGuiRank = -2;      ///< notes of the RunController itself
 
     explicit RunController(QObject* parent = nullptr);
     ~RunController() override;

@@ -1,8 +1,8 @@
 // RunController against a real child process: lathe-fake-engine (tests/ui/fake_engine.cpp), which
 // speaks the protocol and can be told to crash, send garbage, ignore a stop or fail.
-#include "run/run_controller.h"
+#include "ui/control/run_controller.h"
 
-#include "config/io.h"
+#include "engine/config/io.h"
 
 #include <QFile>
 #include <QFileInfo>
@@ -16,7 +16,9 @@ using State = RunController::State;
 
 namespace {
 
-lathe::config::Json tinyConfig() { return lathe::config::to_json(lathe::config::load("tiny").config); }
+lathe::config::Json tinyConfig() {
+    return lathe::config::to_json(lathe::config::load("tiny").config);
+}
 
 // Whether a pid is gone (or only a zombie nobody has reaped yet).
 bool processGone(qint64 pid) {
@@ -145,7 +147,8 @@ private Q_SLOTS:
 
     void stopTimeoutThenKillEndsTheProcessGroup() {
         qputenv("LATHE_FAKE_MODE", "ignore-stop");
-        const QString pidFile = QDir::temp().filePath(QStringLiteral("lathe-fake-%1.pid").arg(QCoreApplication::applicationPid()));
+        const QString pidFile = QDir::temp().filePath(
+            QStringLiteral("lathe-fake-%1.pid").arg(QCoreApplication::applicationPid()));
         qputenv("LATHE_FAKE_PIDFILE", pidFile.toLocal8Bit());
         RunController rc;
         rc.setStopTimeout(300);
@@ -205,7 +208,10 @@ private Q_SLOTS:
         QCOMPARE(rc.state(), State::Failed);
         QCOMPARE(finished.at(0).at(0).toInt(), 3);
         QCOMPARE(finished.at(0).at(1).toString(), QStringLiteral("exit code 3"));
-        QVERIFY(finished.at(0).at(2).toStringList().join(QLatin1Char('\n'))
+        QVERIFY(finished.at(0)
+                    .at(2)
+                    .toStringList()
+                    .join(QLatin1Char('\n'))
                     .contains(QStringLiteral("exiting before connecting")));
     }
 

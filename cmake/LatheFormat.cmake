@@ -1,0 +1,28 @@
+# Style and lint. clang-format over every tracked C++ file (the tree's style is .clang-format);
+# clang-tidy (.clang-tidy's checks) over the files changed since git HEAD.
+#   cmake --build --preset dev --target format       rewrites the files in place
+#   the `format` test (label unit) fails on any file that differs, naming it
+find_program(LATHE_CLANG_TIDY NAMES clang-tidy clang-tidy-14)
+if(LATHE_CLANG_TIDY)
+  # cmake --build --preset dev --target tidy
+  add_custom_target(tidy
+    COMMAND bash ${PROJECT_SOURCE_DIR}/cmake/tidy.sh ${LATHE_CLANG_TIDY} ${PROJECT_BINARY_DIR}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+    COMMENT "clang-tidy: the C++ sources changed since HEAD" VERBATIM USES_TERMINAL)
+endif()
+
+find_program(LATHE_CLANG_FORMAT NAMES clang-format clang-format-14)
+if(NOT LATHE_CLANG_FORMAT)
+  message(STATUS "clang-format not found: no `format` target or test")
+  return()
+endif()
+set(_lathe_format_script ${PROJECT_SOURCE_DIR}/cmake/format.sh)
+add_custom_target(format
+  COMMAND bash ${_lathe_format_script} ${LATHE_CLANG_FORMAT} fix
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+  COMMENT "clang-format: rewriting tracked C++ files" VERBATIM)
+if(LATHE_BUILD_TESTS)
+  add_test(NAME format COMMAND bash ${_lathe_format_script} ${LATHE_CLANG_FORMAT} check
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(format PROPERTIES LABELS unit TIMEOUT 120)
+endif()

@@ -1,0 +1,259 @@
+// The checkpointer on its own: a small Stateful (no trainer, no model) saved and loaded through a
+// recording Storage that can fail on demand. The layout, the order of the storage operations
+// (files first, rename, .metadata.json last), refusal to overwrite, clean-up after a failed save
+// with earlier checkpoints untouched, a failed load that leaves the state as it was, async saves,
+// and which folders count as checkpoints. Real runs through the trainer: tests/engine/train.
+#include "engine/checkpoint/checkpointer.h"
+#include "engine/checkpoint/tensor_file.h"
+#include "engine/distributed/env.h"
+#include "engine/run_folder/checkpoint_names.h"
+#include "engine/util/error.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace lathe;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A component with two tensors and a JSON state.
+struct Toy : checkpoint::Stateful {
+    torch::Tensor weight = torch::arange(12, torch::kFloat32).reshape({3, 4});
+    torch::Tensor moment = torch::full({5}, 0.5, torch::kFloat64);
+    nlohmann::json json = {{"step", 7}, {"name", "toy"}};
+    int tensor_loads = 0;
+
+    std::vector<std::pair<std::string, torch::Tensor>> state_tensors() override {
+        return {{"model.weight", weight}, {"optim.moment", moment}};
+    }
+    void load_state_tensors(const std::map<std::string, torch::Tensor>& t,
+                            bool load_optim) override {
+        weight = t.at("model.weight").clone();
+        if (load_optim) moment = t.at("optim.moment").clone();
+        ++tensor_loads;
+    }
+    nlohmann::json state_dict() const override { return json; }
+    void load_state_dict(const nlohmann::json& s) override { json = s; }
+};
+
+// Local storage that records every call and can fail one kind of call.
+class RecordingStorage : public checkpoint::LocalStorage {
+public:
+    std::vector<std::string>* log;
+    std::string fail_on;  // "rename", "make_dirs" ...
+    explicit RecordingStorage(std::vector<std::string>* l) : log(l) {}
+
+protected:
+    void note(const std::string& op, const std::string& a, const std::string& b = {}) const {
+        log->push_back(op + " " + fs::path(a).filename().string() +
+                       (b.empty() ? "" : " " + fs::path(b).filename().string()));
+        if (op == fail_on) throw Error(a + ": injected " + op + " failure");
+    }
+    void do_make_dirs(const std::string& p) override {
+        note("make_dirs", p);
+        LocalStorage::do_make_dirs(p);
+    }
+    void do_remove_all(const std::string& p) override {
+        note("remove_all", p);
+        LocalStorage::do_remove_all(p);
+    }
+    void do_rename(const std::string& from, const std::string& to) override {
+        note("rename", from, to);
+        LocalStorage::do_rename(from, to);
+    }
+};
+
+}  // namespace
+
+class TestCheckpointer : public QObject {
+    Q_OBJECT
+    std::unique_ptr<dist::Environment> env_;
+    QTemporaryDir dir_;
+    std::vector<std::string> log_;
+
+    std::string path(const std::string& name) const {
+        return dir_.path().toStdString() + "/" + name;
+    }
+    std::unique_ptr<checkpoint::Checkpointer> make(bool overwrite = false,
+                                                   const std::string& fail_on = {}) {
+        auto storage = std::make_unique<RecordingStorage>(&log_);
+        storage->fail_on = fail_on;
+        return std::make_unique<checkpoint::Checkpointer>(*env_, overwrite, std::move(storage));
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        dist::EnvironmentOptions o;
+        o.num_threads = 1;
+        env_ = dist::prepare_training_environment(o);
+    }
+    void init() { log_.clear(); }
+
+    void savesTheLayoutInOrder() {
+        Toy toy;
+        auto ck = make();
+        ck->save(path("step10"), toy, /*ephemeral=*/false, /*async=*/false,
+                 {{"config.json", "{}\n"}});
+        for (const char* f :
+             {".metadata.json", "train/rank0.json", "model_and_optim/rank0.lathe", "config.json"})
+            QVERIFY2(fs::exists(path("step10/") + f), f);
+        QVERIFY(!fs::exists(path("step10-tmp")));
+        QVERIFY(checkpoint::Checkpointer::dir_is_checkpoint(path("step10")));
+        // Folders made under the temporary name, then one rename into place.
+        const std::vector<std::string> expected = {"make_dirs train", "make_dirs model_and_optim",
+                                                   "rename step10-tmp step10"};
+        QCOMPARE(log_, expected);
+        // .metadata.json is written after the rename: it is the newest file of the checkpoint.
+        const auto meta = fs::last_write_time(path("step10/.metadata.json"));
+        QVERIFY(meta >= fs::last_write_time(path("step10/model_and_optim/rank0.lathe")));
+        QVERIFY(meta >= fs::last_write_time(path("step10/train/rank0.json")));
+    }
+
+    void loadsIntoTheStateful() {
+        Toy saved;
+        saved.weight.mul_(3);
+        saved.json["step"] = 11;
+        make()->save(path("step11"), saved, false, false);
+        Toy loaded;
+        make()->load(path("step11"), loaded, /*load_trainer_state=*/true, /*load_optim=*/true);
+        QVERIFY(torch::equal(loaded.weight, saved.weight));
+        QVERIFY(torch::equal(loaded.moment, saved.moment));
+        QCOMPARE(loaded.json, saved.json);
+        // Without trainer state and optimizer: only the model tensors change.
+        Toy fresh;
+        fresh.moment.fill_(9);
+        make()->load(path("step11"), fresh, false, false);
+        QVERIFY(torch::equal(fresh.weight, saved.weight));
+        QCOMPARE(fresh.moment[0].item<double>(), 9.0);
+        QCOMPARE(fresh.json["step"].get<int>(), 7);
+    }
+
+    void refusesToOverwrite() {
+        Toy toy;
+        make()->save(path("step12"), toy, false, false);
+        try {
+            make()->save(path("step12"), toy, false, false);
+            QFAIL("saved over an existing checkpoint");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("already exists") != std::string::npos, e.what());
+        }
+        toy.json["step"] = 99;
+        make(/*overwrite=*/true)->save(path("step12"), toy, false, false);
+        Toy back;
+        make()->load(path("step12"), back, true, true);
+        QCOMPARE(back.json["step"].get<int>(), 99);
+    }
+
+    void aFailedSaveLeavesNothingAndTouchesNothing() {
+        Toy toy;
+        make()->save(path("step20"), toy, false, false);
+        try {
+            make(false, "rename")->save(path("step30"), toy, false, false);
+            QFAIL("the injected failure did not surface");
+        } catch (const Error& e) {
+            const std::string what = e.what();
+            QVERIFY2(what.find("saving checkpoint") != std::string::npos &&
+                         what.find("injected rename failure") != std::string::npos,
+                     e.what());
+        }
+        QVERIFY(!fs::exists(path("step30")));
+        QVERIFY(!fs::exists(path("step30-tmp")));
+        QVERIFY(checkpoint::Checkpointer::dir_is_checkpoint(path("step20")));
+    }
+
+    void aFailedLoadLeavesTheStateAsItWas() {
+        Toy toy;
+        make()->save(path("step40"), toy, false, false);
+        // One flipped byte in the last tensor's data (5 doubles at the start of the file's last 64
+        // bytes; the rest of those is alignment padding).
+        const std::string file = path("step40/model_and_optim/rank0.lathe");
+        {
+            std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(-64 + 5, std::ios::end);
+            char c = 0;
+            f.read(&c, 1);
+            f.seekp(-64 + 5, std::ios::end);
+            c = static_cast<char>(c ^ 0x40);
+            f.write(&c, 1);
+        }
+        Toy target;
+        target.json["step"] = 1;
+        try {
+            make()->load(path("step40"), target, true, true);
+            QFAIL("a corrupt checkpoint loaded");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("checksum") != std::string::npos, e.what());
+        }
+        QCOMPARE(target.tensor_loads, 0);
+        QCOMPARE(target.json["step"].get<int>(), 1);
+    }
+
+    void asyncSaveReportsWhenDone() {
+        Toy toy;
+        auto ck = make();
+        std::atomic<double> seconds{-1};
+        ck->save(path("step50"), toy, /*ephemeral=*/true, /*async=*/true, {},
+                 [&](double s) { seconds = s; });
+        toy.weight.fill_(-1);  // the training thread changes its tensors right away
+        ck->wait();
+        QVERIFY(seconds >= 0);
+        Toy back;
+        make()->load(path("step50"), back, true, true);
+        QCOMPARE(back.weight[2][3].item<float>(), 11.0f);  // the state at save time
+        const auto found = checkpoint::Checkpointer::find_checkpoints(dir_.path().toStdString());
+        QVERIFY(std::any_of(found.begin(), found.end(), [](const auto& c) {
+            return c.step == 50 && c.complete && c.ephemeral;
+        }));
+    }
+
+    void whichFoldersAreCheckpoints() {
+        QTemporaryDir run;
+        const std::string root = run.path().toStdString();
+        Toy toy;
+        make()->save(root + "/step5", toy, false, false);
+        fs::create_directories(root + "/step6-tmp/train");        // an interrupted save
+        fs::create_directories(root + "/step7/train");            // no .metadata.json
+        fs::create_directories(root + "/step8.abandoned/train");  // set aside by a resume
+        fs::create_directories(root + "/step9x");                 // not a checkpoint name
+        const auto all = checkpoint::Checkpointer::find_checkpoints(root);
+        std::vector<std::pair<int64_t, bool>> got;
+        for (const auto& c : all) got.emplace_back(c.step, c.complete);
+        const std::vector<std::pair<int64_t, bool>> expected = {{5, true}, {6, false}, {7, false}};
+        QCOMPARE(got, expected);
+        const auto complete = checkpoint::Checkpointer::complete_checkpoints(root);
+        QCOMPARE(complete.size(), std::size_t(1));
+        // clean_partial removes the interrupted ones, never a complete or abandoned one.
+        make()->clean_partial(root);
+        QVERIFY(fs::exists(root + "/step5"));
+        QVERIFY(!fs::exists(root + "/step6-tmp"));
+        QVERIFY(!fs::exists(root + "/step7"));
+        QVERIFY(fs::exists(root + "/step8.abandoned"));
+    }
+
+    void checkpointNames() {
+        using run_folder::CheckpointName;
+        using run_folder::parse_checkpoint_name;
+        QCOMPARE(parse_checkpoint_name("step15")->step, int64_t(15));
+        QVERIFY(parse_checkpoint_name("step15")->kind == CheckpointName::Kind::Saved);
+        QVERIFY(parse_checkpoint_name("step15-tmp")->kind == CheckpointName::Kind::Temporary);
+        QVERIFY(parse_checkpoint_name("step15.abandoned")->kind == CheckpointName::Kind::Abandoned);
+        QVERIFY(parse_checkpoint_name("step15.abandoned3")->kind ==
+                CheckpointName::Kind::Abandoned);
+        for (const char* bad : {"step", "stepx", "step15-tmp2", "step15.abandonedx", "Step15",
+                                "step-1", "step99999999999999999999", "step15 "})
+            QVERIFY2(!parse_checkpoint_name(bad), bad);
+        QCOMPARE(run_folder::abandoned_path("/r/step15",
+                                            [](const std::string& p) {
+                                                return p == "/r/step15.abandoned" ||
+                                                       p == "/r/step15.abandoned1";
+                                            }),
+                 std::string("/r/step15.abandoned2"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCheckpointer)
+#include "test_checkpointer.moc"
