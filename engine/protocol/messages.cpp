@@ -334,30 +334,19 @@ std::optional<ExitReason> exit_reason_from_string(std::string_view s) {
 }
 
 // Equal when every field is; a NaN equals a NaN (both travel as null).
-bool Hello::operator==(const Hello& o) const {
-    return fields(*this) == fields(o);
-}
-bool Metrics::operator==(const Metrics& o) const {
-    return fields(*this) == fields(o);
-}
-bool Log::operator==(const Log& o) const {
-    return fields(*this) == fields(o);
-}
-bool Status::operator==(const Status& o) const {
-    return fields(*this) == fields(o);
-}
-bool CheckpointSaved::operator==(const CheckpointSaved& o) const {
-    return fields(*this) == fields(o);
-}
-bool ErrorEvent::operator==(const ErrorEvent& o) const {
-    return fields(*this) == fields(o);
-}
-bool Bye::operator==(const Bye& o) const {
-    return fields(*this) == fields(o);
-}
-bool Stop::operator==(const Stop& o) const {
-    return fields(*this) == fields(o);
-}
+#define LATHE_FIELDWISE_EQUAL(M)           \
+    bool M::operator==(const M& o) const { \
+        return fields(*this) == fields(o); \
+    }
+LATHE_FIELDWISE_EQUAL(Hello)
+LATHE_FIELDWISE_EQUAL(Metrics)
+LATHE_FIELDWISE_EQUAL(Log)
+LATHE_FIELDWISE_EQUAL(Status)
+LATHE_FIELDWISE_EQUAL(CheckpointSaved)
+LATHE_FIELDWISE_EQUAL(ErrorEvent)
+LATHE_FIELDWISE_EQUAL(Bye)
+LATHE_FIELDWISE_EQUAL(Stop)
+#undef LATHE_FIELDWISE_EQUAL
 
 const char* type_name(const Event& e) {
     return std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kType; }, e);

@@ -95,6 +95,8 @@ Trainer::~Trainer() {
 
 void Trainer::add_callback(const std::string& name, std::unique_ptr<Callback> cb) {
     cb->trainer_ = this;
+    Callback* added = cb.get();
+    // A callback under a name that is taken replaces the old one (OLMo-core's dict semantics).
     auto it = std::find_if(callbacks_.begin(), callbacks_.end(),
                            [&](const auto& p) { return p.first == name; });
     if (it != callbacks_.end()) {
@@ -109,7 +111,7 @@ void Trainer::add_callback(const std::string& name, std::unique_ptr<Callback> cb
     std::stable_sort(ordered_.begin(), ordered_.end(), [](const auto& a, const auto& b) {
         return a.second->priority() > b.second->priority();
     });
-    callbacks_.back().second->post_attach();
+    added->post_attach();
 }
 
 Callback* Trainer::callback(const std::string& name) const {

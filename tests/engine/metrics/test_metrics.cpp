@@ -163,6 +163,29 @@ private Q_SLOTS:
         }
     }
 
+    void callbackWithATakenNameReplacesTheOld() {
+        struct Counting : train::Callback {
+            int* attached;
+            explicit Counting(int* a) : attached(a) {}
+            void post_attach() override { ++*attached; }
+        };
+        Rig rig;
+        int first = 0, other = 0, second = 0;
+        rig.trainer->add_callback("x", std::make_unique<Counting>(&first));
+        rig.trainer->add_callback("y", std::make_unique<Counting>(&other));
+        auto replacement = std::make_unique<Counting>(&second);
+        auto* replacement_ptr = replacement.get();
+        rig.trainer->add_callback("x", std::move(replacement));
+        QCOMPARE(first, 1);
+        QCOMPARE(other, 1);   // not attached again
+        QCOMPARE(second, 1);  // the new one is attached
+        QCOMPARE(rig.trainer->callback("x"), static_cast<train::Callback*>(replacement_ptr));
+        int named_x = 0;
+        for (const auto& [name, cb] : rig.trainer->callbacks_in_order())
+            if (name == "x") ++named_x;
+        QCOMPARE(named_x, 1);
+    }
+
     void evaluatorMatchesDirectComputation() {
         Rig rig;
         config::LMEvaluatorConfig c;
