@@ -44,7 +44,7 @@ QString levelOf(const QString& line, bool isStderr) {
         QRegularExpression::CaseInsensitiveOption);
     auto m = re.match(line.left(80));
     if (m.hasMatch()) {
-        const QString l = m.captured(1).toLower();
+        QString l = m.captured(1).toLower();
         if (l == QLatin1String("trace")) return QStringLiteral("debug");
         if (l == QLatin1String("warn")) return QStringLiteral("warning");
         if (l == QLatin1String("critical")) return QStringLiteral("error");
@@ -106,7 +106,7 @@ QString RunController::stateName(State state) {
 }
 
 QString RunController::findEngine() {
-    const QString env = qEnvironmentVariable("LATHE_ENGINE");
+    QString env = qEnvironmentVariable("LATHE_ENGINE");
     if (!env.isEmpty()) return env;
     return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("lathe-engine"));
 }

@@ -5,7 +5,8 @@
 
 namespace lathe::train {
 
-void add_builtin_callbacks(Trainer& trainer, std::shared_ptr<data::TokenDataset> validation) {
+void add_builtin_callbacks(Trainer& trainer,
+                           const std::shared_ptr<data::TokenDataset>& validation) {
     const auto& t = trainer.trainer_config();
     const auto& c = t.callbacks;
     if (c.console_logger.enabled)

@@ -15,7 +15,7 @@ class Trainer;
 
 /// Adds every enabled built-in callback to the trainer (checkpointer filtered by no_checkpoints,
 /// lm_evaluator by no_evals). `validation` may be null.
-void add_builtin_callbacks(Trainer& trainer, std::shared_ptr<data::TokenDataset> validation);
+void add_builtin_callbacks(Trainer& trainer, const std::shared_ptr<data::TokenDataset>& validation);
 
 std::unique_ptr<Callback> make_console_logger(const config::ConsoleLoggerConfig& c,
                                               int64_t metrics_collect_interval);

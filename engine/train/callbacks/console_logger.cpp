@@ -34,7 +34,7 @@ namespace {
 
 std::string format_duration(double s) {
     if (!std::isfinite(s) || s < 0) return "?";
-    auto total = static_cast<int64_t>(s + 0.5);
+    auto total = static_cast<int64_t>(std::llround(s));
     char buf[32];
     if (total >= 3600) {
         std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(total / 3600),
