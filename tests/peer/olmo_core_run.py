@@ -51,6 +51,7 @@ every other number is reproducible for the same flags, --nproc and thread count.
 import argparse
 import hashlib
 import json
+import logging
 import os
 import shutil
 import struct
@@ -694,8 +695,7 @@ def run(args):
     rank_records = gather({"steps": recorder.step_instances,
                            "step1_weights_match_init": recorder.step1_weights_match_init})
     if rank != 0:
-        teardown_training_environment()
-        return 0
+        return end_rank(distributed)
 
     # Outputs (rank 0).
     write_lathe(work / "final.lathe", model_tensors(model))
@@ -800,8 +800,31 @@ def run(args):
         print(f"  step {s:3d}: CE {m['train/CE loss']:.6f}  grad norm "
               f"{m['optim/total grad norm']:.6f}  LR {m['optim/LR (group 0)']:.6g}")
     print(f"  order[:16] = {order[:16]}")
+    return end_rank(distributed)
+
+
+def end_rank(distributed):
+    """Ends this rank once every output is written; returns 0 or does not return.
+
+    One rank: tears down normally. Several: the ranks first wait for each other (rank 0 writes
+    the outputs after the others are done with collectives), destroy the process groups while
+    the interpreter is fully alive, then leave through os._exit without finalizing it. With
+    torch 2.13 and OLMo-core 3.0 a rank sometimes aborted at exit ("terminate called without an
+    active exception", then SIGSEGV) after training and all its outputs were complete, which
+    failed the whole launch (CI, 2026-12-02): Gloo's worker threads can still hold work whose
+    tensors reach into Python while the interpreter is torn down (pytorch/pytorch#179291).
+    Nothing is lost by skipping finalization: every file is written and closed, no collective
+    is in flight, and the store and Gloo connections end with the process.
+    """
+    if not distributed:
+        teardown_training_environment()
+        return 0
+    barrier()
     teardown_training_environment()
-    return 0
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv=None):
