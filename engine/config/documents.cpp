@@ -1,10 +1,17 @@
 // JSON/YAML documents: parsing with positions, writing, and command-line overrides.
 #include "engine/config/io.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <regex>
+#include <cstdint>
+#include <cstdlib>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace lathe::config {
 
@@ -30,45 +37,421 @@ std::pair<std::size_t, std::size_t> line_col(const std::string& text, std::size_
     return {line, col};
 }
 
-Json scalar_to_json(const YAML::Node& n) {
-    const std::string& s = n.Scalar();
-    if (n.Tag() == "!") return s;  // quoted: always a string
-    static const std::regex int_re(R"(^[-+]?[0-9]+$)");
-    static const std::regex float_re(R"(^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$)");
-    if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
-    if (s == "true" || s == "True" || s == "TRUE") return true;
-    if (s == "false" || s == "False" || s == "FALSE") return false;
-    if (std::regex_match(s, int_re)) {
-        try {
-            return static_cast<int64_t>(std::stoll(s));
-        } catch (...) {
-            return std::stod(s);
-        }
-    }
-    if (std::regex_match(s, float_re)) return std::stod(s);
-    if (s == ".inf" || s == "+.inf") return HUGE_VAL;
-    if (s == "-.inf") return -HUGE_VAL;
-    if (s == ".nan") return NAN;
-    return s;
+std::string at_byte(const std::string& origin, const std::string& text, std::size_t byte) {
+    auto [line, col] = line_col(text, byte);
+    return origin + ":" + std::to_string(line) + ":" + std::to_string(col);
 }
 
-Json yaml_to_json(const YAML::Node& n) {
-    switch (n.Type()) {
-        case YAML::NodeType::Null:
-        case YAML::NodeType::Undefined:
+std::string at_mark(const std::string& origin, const YAML::Mark& mark) {
+    if (mark.is_null()) return origin;
+    return origin + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+std::string too_deep_message() {
+    return "nested more than " + std::to_string(kMaxDocumentDepth) + " levels deep";
+}
+
+std::string too_large_message(std::size_t bytes) {
+    return "too large (" + std::to_string(bytes) + " bytes): a config is at most " +
+           std::to_string(kMaxDocumentBytes >> 20) + " MiB";
+}
+
+// Text as an error message shows it: cut when long, at a character boundary (the message may
+// travel as JSON, which must be valid UTF-8).
+std::string cut(const std::string& s) {
+    if (s.size() <= 40) return s;
+    std::size_t end = 37;
+    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+    return s.substr(0, end) + "...";
+}
+
+std::string shown(const std::string& s) {
+    return '"' + cut(s) + '"';
+}
+
+// The path of a value in the style of from_json's issues: "trainer.steps_to_skip[0].start".
+std::string join_path(const std::vector<std::string>& parts) {
+    std::string path;
+    for (const auto& p : parts) path += (path.empty() || p.front() == '[' ? "" : ".") + p;
+    return path;
+}
+
+// The byte at which JSON text first nests deeper than kMaxDocumentDepth (the parser stopped
+// there, so the text before it is valid JSON and brackets in strings are the only pitfall).
+std::size_t first_too_deep_byte(const std::string& text) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char ch = text[i];
+        if (in_string) {
+            if (escaped) {
+                escaped = false;
+            } else if (ch == '\\') {
+                escaped = true;
+            } else if (ch == '"') {
+                in_string = false;
+            }
+        } else if (ch == '"') {
+            in_string = true;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > kMaxDocumentDepth) return i;
+        } else if (ch == ']' || ch == '}') {
+            --depth;
+        }
+    }
+    return 0;
+}
+
+// Builds a document from nlohmann's SAX events instead of Json::parse, to stop at
+// kMaxDocumentDepth before a deep document exists (its recursive copy and destruction overflow
+// the stack) and to say where a number out of range is (Json::parse throws that without a
+// position).
+class JsonBuilder {
+public:
+    Json root;
+    bool too_deep = false;
+    std::size_t error_byte = 0;  ///< where parsing stopped on an error other than depth
+    std::string error;
+
+    bool null() { return add(nullptr); }
+    bool boolean(bool v) { return add(v); }
+    bool number_integer(Json::number_integer_t v) { return add(v); }
+    bool number_unsigned(Json::number_unsigned_t v) { return add(v); }
+    bool number_float(Json::number_float_t v, const Json::string_t&) { return add(v); }
+    bool string(Json::string_t& v) { return add(std::move(v)); }
+    bool binary(Json::binary_t& v) { return add(Json::binary(std::move(v))); }
+    bool start_object(std::size_t) { return open(Json::object()); }
+    bool start_array(std::size_t) { return open(Json::array()); }
+    bool key(Json::string_t& k) {
+        levels_.back().key = std::move(k);
+        return true;
+    }
+    bool end_object() {
+        levels_.pop_back();
+        return true;
+    }
+    bool end_array() {
+        levels_.pop_back();
+        return true;
+    }
+    bool parse_error(std::size_t byte, const std::string& token, const Json::exception& e) {
+        if (e.id == 406) {  // out_of_range.406: a number beyond a double, 1e400
+            error_byte = byte >= token.size() ? byte - token.size() : 0;
+            const std::string where = path();
+            error = (where.empty() ? "" : where + ": ") + "number " + cut(token) +
+                    " is out of range (a double holds up to about 1.8e308)";
+            return false;
+        }
+        error_byte = byte == 0 ? 0 : byte - 1;
+        error = e.what();
+        // nlohmann's message starts "[json.exception.parse_error.101] parse error at line 1,
+        // column 2: ";
+        auto colon = error.find(": ");
+        if (colon != std::string::npos) error = error.substr(colon + 2);
+        error = "malformed JSON: " + error;
+        return false;
+    }
+
+private:
+    struct Level {
+        Json* node;
+        std::string key;                       // objects: the key of the value being read
+        std::unordered_set<std::string> keys;  // objects: the keys so far
+    };
+    std::vector<Level> levels_;
+
+    Json* place(Json&& v) {
+        if (levels_.empty()) {
+            root = std::move(v);
+            return &root;
+        }
+        Level& l = levels_.back();
+        if (l.node->is_array()) {
+            l.node->push_back(std::move(v));
+            return &l.node->back();
+        }
+        // ordered_json looks keys up one by one: inserting each key of a flat object of 400,000
+        // keys that way takes minutes. A new key is appended; a repeated one replaces the value,
+        // as with Json::parse.
+        auto& object = l.node->get_ref<Json::object_t&>();
+        if (l.keys.insert(l.key).second) {
+            object.emplace_back(l.key, std::move(v));
+            return &object.back().second;
+        }
+        Json& slot = (*l.node)[l.key];
+        slot = std::move(v);
+        return &slot;
+    }
+    bool add(Json&& v) {
+        place(std::move(v));
+        return true;
+    }
+    bool open(Json&& container) {
+        if (levels_.size() >= static_cast<std::size_t>(kMaxDocumentDepth)) {
+            too_deep = true;
+            return false;
+        }
+        Json* node = place(std::move(container));
+        levels_.push_back({node, {}, {}});
+        return true;
+    }
+    // The path of the value being read.
+    std::string path() const {
+        std::vector<std::string> parts;
+        for (std::size_t i = 0; i < levels_.size(); ++i) {
+            const Json& n = *levels_[i].node;
+            if (n.is_object()) {
+                parts.push_back(levels_[i].key);
+            } else {
+                // Outer arrays hold the open value as their last element; the innermost one has
+                // not stored it yet.
+                const std::size_t index = n.size() - (i + 1 < levels_.size() ? 1 : 0);
+                parts.push_back("[" + std::to_string(index) + "]");
+            }
+        }
+        return join_path(parts);
+    }
+};
+
+Json parse_json(const std::string& text, const std::string& origin, std::vector<Issue>& issues) {
+    JsonBuilder builder;
+    if (Json::sax_parse(text, &builder)) return std::move(builder.root);
+    if (builder.too_deep) {
+        issues.push_back({at_byte(origin, text, first_too_deep_byte(text)), too_deep_message()});
+    } else {
+        issues.push_back({at_byte(origin, text, builder.error_byte), builder.error});
+    }
+    return nullptr;
+}
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF),
+// as nlohmann's parser requires of JSON: yaml-cpp passes any byte through, and the document
+// would throw when written.
+bool valid_utf8(const std::string& s) {
+    static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    for (std::size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        std::size_t len = 1;
+        std::uint32_t cp = c;
+        if (c >= 0x80) {
+            if ((c & 0xE0) == 0xC0) {
+                len = 2;
+                cp = c & 0x1F;
+            } else if ((c & 0xF0) == 0xE0) {
+                len = 3;
+                cp = c & 0x0F;
+            } else if ((c & 0xF8) == 0xF0) {
+                len = 4;
+                cp = c & 0x07;
+            } else {
+                return false;
+            }
+            if (i + len > s.size()) return false;
+            for (std::size_t k = 1; k < len; ++k) {
+                const auto cc = static_cast<unsigned char>(s[i + k]);
+                if ((cc & 0xC0) != 0x80) return false;
+                cp = (cp << 6) | (cc & 0x3F);
+            }
+            if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
+// YAML 1.2 core-schema numbers, as ^[-+]?[0-9]+$ (integer) and
+// ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$ (real), written out: std::regex
+// recurses once per character and overflows the stack on a long scalar.
+enum class NumberKind { none, integer, real };
+NumberKind number_kind(const std::string& s) {
+    const std::size_t n = s.size();
+    std::size_t i = 0;
+    auto digits = [&] {
+        const std::size_t start = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') ++i;
+        return i - start;
+    };
+    auto sign = [&] {
+        if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
+    };
+    sign();
+    const std::size_t whole = digits();
+    bool real = false;
+    if (i < n && s[i] == '.') {
+        ++i;
+        real = true;
+        if (digits() == 0 && whole == 0) return NumberKind::none;
+    } else if (whole == 0) {
+        return NumberKind::none;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        ++i;
+        real = true;
+        sign();
+        if (digits() == 0) return NumberKind::none;
+    }
+    if (i != n) return NumberKind::none;
+    return real ? NumberKind::real : NumberKind::integer;
+}
+
+// Converts yaml-cpp's node graph to JSON. An alias shares the node of its anchor, so the document
+// it stands for can be exponentially larger than the text (a 600-byte alias bomb stands for
+// gigabytes): check_size() first counts values and depth without building anything, and throws
+// Limit at the limits. Duplicate keys (which yaml-cpp keeps, and JSON would resolve silently) and
+// numbers out of range are collected as issues.
+class YamlConverter {
+public:
+    struct Limit {
+        Issue issue;
+    };
+
+    YamlConverter(std::string origin, std::vector<Issue>& issues)
+        : origin_(std::move(origin)), issues_(issues) {}
+
+    // Counting is several times cheaper than building (and destroying) the values, so an alias
+    // bomb is refused in a fraction of a second.
+    void check_size(const YAML::Node& n, std::size_t depth = 0) {
+        if (++values_ > kMaxDocumentValues) {
+            throw Limit{{origin_, "too large: more than " + std::to_string(kMaxDocumentValues) +
+                                      " values (counting each use of a YAML alias)"}};
+        }
+        if (n.IsSequence() || n.IsMap()) {
+            if (depth >= static_cast<std::size_t>(kMaxDocumentDepth))
+                throw Limit{{at_mark(origin_, n.Mark()), too_deep_message()}};
+            const bool map = n.IsMap();
+            for (const auto& e : n) {
+                if (map) {
+                    check_size(e.second, depth + 1);
+                } else {
+                    check_size(e, depth + 1);
+                }
+            }
+        }
+    }
+
+    Json convert(const YAML::Node& n) {
+        switch (n.Type()) {
+            case YAML::NodeType::Null:
+            case YAML::NodeType::Undefined:
+                return nullptr;
+            case YAML::NodeType::Scalar:
+                return scalar(n);
+            case YAML::NodeType::Sequence: {
+                check_depth(n);
+                Json a = Json::array();
+                std::size_t index = 0;
+                for (const auto& e : n) {
+                    path_.push_back("[" + std::to_string(index++) + "]");
+                    a.push_back(convert(e));
+                    path_.pop_back();
+                }
+                return a;
+            }
+            case YAML::NodeType::Map: {
+                check_depth(n);
+                Json o = Json::object();
+                // Appended directly: ordered_json's operator[] would look each key up one by one.
+                auto& object = o.get_ref<Json::object_t&>();
+                std::unordered_map<std::string, YAML::Mark> seen;
+                for (const auto& kv : n) {
+                    if (kv.first.IsMap() || kv.first.IsSequence()) {
+                        report(kv.first.Mark(),
+                               "a key must be a string, not a " +
+                                   std::string(kv.first.IsMap() ? "mapping" : "sequence"));
+                        continue;
+                    }
+                    std::string key = kv.first.as<std::string>();
+                    if (!valid_utf8(key)) {
+                        report(kv.first.Mark(), "invalid UTF-8 in a key (a config is UTF-8 text)");
+                        continue;
+                    }
+                    auto [first, fresh] = seen.emplace(key, kv.first.Mark());
+                    if (!fresh) {
+                        const int line = first->second.line + 1;
+                        const int again = kv.first.Mark().line + 1;
+                        report(kv.first.Mark(),
+                               "duplicate key " + shown(key) +
+                                   (line == again ? " (twice on line " + std::to_string(line) + ")"
+                                                  : " (lines " + std::to_string(line) + " and " +
+                                                        std::to_string(again) + ")"));
+                        continue;
+                    }
+                    path_.push_back(key);
+                    Json value = convert(kv.second);
+                    path_.pop_back();
+                    object.emplace_back(std::move(key), std::move(value));
+                }
+                return o;
+            }
+        }
+        return nullptr;
+    }
+
+private:
+    std::string origin_;
+    std::vector<Issue>& issues_;
+    std::size_t values_ = 0;
+    std::vector<std::string> path_;  // keys and [indices] down to the value being converted
+    std::set<std::pair<int, std::string>> reported_;  // an aliased node is met more than once
+
+    void check_depth(const YAML::Node& n) {
+        if (path_.size() >= static_cast<std::size_t>(kMaxDocumentDepth))
+            throw Limit{{at_mark(origin_, n.Mark()), too_deep_message()}};
+    }
+
+    void report(const YAML::Mark& mark, const std::string& message) {
+        if (reported_.emplace(mark.pos, message).second)
+            issues_.push_back({at_mark(origin_, mark), message});
+    }
+
+    Json scalar(const YAML::Node& n) {
+        const std::string& s = n.Scalar();
+        if (!valid_utf8(s)) {
+            report(n.Mark(), "invalid UTF-8 in a value (a config is UTF-8 text)");
             return nullptr;
-        case YAML::NodeType::Scalar:
-            return scalar_to_json(n);
-        case YAML::NodeType::Sequence: {
-            Json a = Json::array();
-            for (const auto& e : n) a.push_back(yaml_to_json(e));
-            return a;
         }
-        case YAML::NodeType::Map: {
-            Json o = Json::object();
-            for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
-            return o;
+        if (n.Tag() == "!") return s;  // quoted: always a string
+        if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+        if (s == "true" || s == "True" || s == "TRUE") return true;
+        if (s == "false" || s == "False" || s == "FALSE") return false;
+        const NumberKind kind = number_kind(s);
+        if (kind == NumberKind::integer) {
+            errno = 0;
+            const long long v = std::strtoll(s.c_str(), nullptr, 10);
+            if (errno != ERANGE) return static_cast<int64_t>(v);
         }
+        if (kind != NumberKind::none) {
+            // Integers beyond int64 become doubles, as in JSON; beyond a double is an error.
+            const double d = std::strtod(s.c_str(), nullptr);
+            if (std::isinf(d)) {
+                const std::string where = join_path(path_);
+                report(n.Mark(), (where.empty() ? "" : where + ": ") + "number " + cut(s) +
+                                     " is out of range (a double holds up to about 1.8e308)");
+                return nullptr;
+            }
+            return d;
+        }
+        if (s == ".inf" || s == "+.inf") return HUGE_VAL;
+        if (s == "-.inf") return -HUGE_VAL;
+        if (s == ".nan") return NAN;
+        return s;
+    }
+};
+
+// YAML text to a document within the limits; problems become issues at "origin:line:col".
+Json parse_yaml(const std::string& text, const std::string& origin, std::vector<Issue>& issues) {
+    try {
+        YAML::Node root = YAML::Load(text);
+        YamlConverter converter(origin, issues);
+        converter.check_size(root);
+        return converter.convert(root);
+    } catch (const YamlConverter::Limit& limit) {
+        issues.push_back(limit.issue);
+    } catch (const YAML::DeepRecursion& e) {
+        // yaml-cpp's own guard (about 500 levels), reported as "bad file".
+        issues.push_back({at_mark(origin, e.mark), too_deep_message()});
+    } catch (const YAML::Exception& e) {
+        issues.push_back({at_mark(origin, e.mark), "malformed YAML: " + e.msg});
     }
     return nullptr;
 }
@@ -114,30 +497,12 @@ void emit_yaml(YAML::Emitter& e, const Json& j) {
 
 Json parse_document(const std::string& text, Format format, const std::string& origin,
                     std::vector<Issue>& issues) {
-    if (format == Format::json) {
-        try {
-            return Json::parse(text);
-        } catch (const Json::parse_error& e) {
-            auto [line, col] = line_col(text, e.byte == 0 ? 0 : e.byte - 1);
-            std::string what = e.what();
-            // nlohmann's message starts "[json.exception.parse_error.101] parse error at line 1,
-            // column 2: ";
-            auto colon = what.find(": ");
-            if (colon != std::string::npos) what = what.substr(colon + 2);
-            issues.push_back({origin + ":" + std::to_string(line) + ":" + std::to_string(col),
-                              "malformed JSON: " + what});
-            return nullptr;
-        }
-    }
-    try {
-        YAML::Node root = YAML::Load(text);
-        return yaml_to_json(root);
-    } catch (const YAML::Exception& e) {
-        issues.push_back({origin + ":" + std::to_string(e.mark.line + 1) + ":" +
-                              std::to_string(e.mark.column + 1),
-                          "malformed YAML: " + e.msg});
+    if (text.size() > kMaxDocumentBytes) {
+        issues.push_back({origin, too_large_message(text.size())});
         return nullptr;
     }
+    return format == Format::json ? parse_json(text, origin, issues)
+                                  : parse_yaml(text, origin, issues);
 }
 
 std::string dump_document(const Json& doc, Format format) {
@@ -183,18 +548,24 @@ std::vector<Issue> apply_overrides(Json& doc, const std::vector<std::string>& ov
         Json value = true;  // "--trainer.no_checkpoints" alone means true
         if (eq != std::string::npos) {
             std::string text = arg.substr(eq + 1);
-            try {
-                YAML::Node n = YAML::Load(text);
-                value = yaml_to_json(n);
-                if (text.empty()) value = "";
-            } catch (const YAML::Exception& e) {
-                issues.push_back({key, "cannot read override value '" + text + "': " + e.msg});
+            std::vector<Issue> value_issues;
+            value = parse_yaml(text, key, value_issues);
+            if (!value_issues.empty()) {
+                const std::string why = value_issues.front().message;
+                issues.push_back(
+                    {key, "cannot read override value '" + text + "': " +
+                              (why.rfind("malformed YAML: ", 0) == 0 ? why.substr(16) : why)});
                 continue;
             }
+            if (text.empty()) value = "";
         }
         if (key.empty() || key.front() == '.' || key.back() == '.' ||
             key.find("..") != std::string::npos) {
             issues.push_back({key, "malformed override '" + original + "' (expected a.b.c=value)"});
+            continue;
+        }
+        if (std::count(key.begin(), key.end(), '.') >= kMaxDocumentDepth) {
+            issues.push_back({key.substr(0, 40) + "...", too_deep_message()});
             continue;
         }
         Json* node = &doc;

@@ -35,8 +35,16 @@ private:
 enum class Format { json, yaml };
 Format format_for_path(const std::string& path);
 
+/// Limits on a config document, so that bad input (a file nested 100,000 deep, a YAML alias bomb,
+/// a multi-gigabyte file) is refused with an issue instead of exhausting the stack or the memory.
+/// A real config is a few kilobytes, about 5 levels deep, with a few hundred values; each value
+/// costs about 2 us from text to config, so 100,000 values (an alias bomb's worth) load in 0.2 s.
+inline constexpr std::size_t kMaxDocumentBytes = std::size_t{4} << 20;  // 4 MiB
+inline constexpr int kMaxDocumentDepth = 256;                           // nested arrays and maps
+inline constexpr std::size_t kMaxDocumentValues = 100000;  // YAML, counting each use of an alias
+
 /// Parses JSON or YAML text into a document; a syntax error becomes an issue "origin:line:col:
-/// ...".
+/// ...", as does a document beyond the limits above or a YAML mapping with a key twice.
 Json parse_document(const std::string& text, Format format, const std::string& origin,
                     std::vector<Issue>& issues);
 std::string dump_document(const Json& doc, Format format);

@@ -57,8 +57,13 @@ std::string type_name(const Json& j) {
 }
 
 std::string short_value(const Json& j) {
-    std::string s = j.dump();
-    if (s.size() > 40) s = s.substr(0, 37) + "...";
+    // A document from elsewhere (the GUI's editor) may hold invalid UTF-8: shown, not thrown.
+    std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (s.size() > 40) {
+        std::size_t end = 37;  // at a character boundary
+        while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+        s = s.substr(0, end) + "...";
+    }
     return s;
 }
 

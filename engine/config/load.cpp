@@ -3,8 +3,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 namespace lathe::config {
 
@@ -33,20 +33,51 @@ Loaded load_document(const Json& doc, const std::string& origin) {
     return r;
 }
 
+namespace {
+
+// Reads at most kMaxDocumentBytes + 1 bytes, so that a huge file (or /dev/zero) is refused
+// without being read whole.
+bool read_config_file(std::ifstream& f, const std::string& path, std::string& text,
+                      std::vector<Issue>& issues) {
+    char buf[1 << 16];
+    while (text.size() <= kMaxDocumentBytes && (f.read(buf, sizeof buf) || f.gcount() > 0))
+        text.append(buf, static_cast<std::size_t>(f.gcount()));
+    if (f.bad()) {
+        issues.push_back({path, std::string("cannot read: ") + std::strerror(errno)});
+        return false;
+    }
+    if (text.size() > kMaxDocumentBytes) {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path, ec);
+        issues.push_back(
+            {path, "too large (" +
+                       (ec ? "over " + std::to_string(kMaxDocumentBytes) : std::to_string(size)) +
+                       " bytes): a config is at most " + std::to_string(kMaxDocumentBytes >> 20) +
+                       " MiB"});
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
 Loaded load(const std::string& spec_in, const std::vector<std::string>& overrides) {
     std::string spec = spec_in.empty() ? kDefaultPreset : spec_in;
     Loaded r;
     std::string text;
     Format format = Format::json;
-    std::ifstream f(spec, std::ios::binary);
+    std::error_code ec;
+    // A folder opens as a stream that reads nothing: "unexpected end of input" would say nothing
+    // useful. A folder named like a preset (a run folder "tiny") leaves the preset reachable.
+    const bool is_folder = std::filesystem::is_directory(spec, ec);
+    if (is_folder && !preset_text(spec)) {
+        r.issues.push_back({spec, "is a directory, not a config file"});
+        return r;
+    }
+    std::ifstream f;
+    if (!is_folder) f.open(spec, std::ios::binary);
     if (f) {
-        std::ostringstream ss;
-        ss << f.rdbuf();
-        if (f.bad()) {
-            r.issues.push_back({spec, std::string("cannot read: ") + std::strerror(errno)});
-            return r;
-        }
-        text = ss.str();
+        if (!read_config_file(f, spec, text, r.issues)) return r;
         format = format_for_path(spec);
         r.origin = spec;
     } else if (auto preset = preset_text(spec)) {

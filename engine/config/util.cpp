@@ -45,6 +45,9 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string nearest_name(std::string_view name, const std::vector<std::string>& candidates) {
+    // No name is near one this long (the distance is at least the difference in length), and
+    // comparing a 4 MiB key from a bad file with every name would take seconds.
+    if (name.size() > 256) return {};
     std::string best;
     std::size_t best_d = SIZE_MAX;
     for (const auto& c : candidates) {

@@ -385,6 +385,55 @@ private Q_SLOTS:
         QTest::newRow("not an object") << "a.json"
                                        << "[1, 2]"
                                        << "@a.json: the config must be an object at the top level";
+        // Issue 20: bad input is refused with the file and the reason, and never crashes.
+        QTest::newRow("number out of range")
+            << "a.json"
+            << R"({"train_module": {"optim": {"lr": 1e400}}})"
+            << "@a.json:1:35: train_module.optim.lr: number 1e400 is out of range (a double holds "
+               "up to about 1.8e308)";
+        QTest::newRow("number out of range in a list")
+            << "a.json"
+            << R"({"trainer": {"steps_to_skip": [{"start": 1, "stop": -1e999}]}})"
+            << "@a.json:1:53: trainer.steps_to_skip[0].stop: number -1e999 is out of range (a "
+               "double holds up to about 1.8e308)";
+        QTest::newRow("yaml number out of range")
+            << "a.yaml"
+            << "train_module:\n  optim:\n    lr: -1e400\n"
+            << "@a.yaml:3:9: train_module.optim.lr: number -1e400 is out of range (a double holds "
+               "up to about 1.8e308)";
+        QTest::newRow("yaml duplicate key")
+            << "dup.yaml"
+            << "seed: 1\nmodel:\n  d_model: 64\nseed: 2\n"
+            << R"(@dup.yaml:4:1: duplicate key "seed" (lines 1 and 4))";
+        QTest::newRow("yaml duplicate nested key")
+            << "dup.yaml"
+            << "model:\n  d_model: 64\n  n_layers: 2\n  d_model: 128\n"
+            << R"(@dup.yaml:4:3: duplicate key "d_model" (lines 2 and 4))";
+        QTest::newRow("deep json")
+            << "deep.json"
+            << QString("{\"a\":").repeated(100000) + "1" + QString("}").repeated(100000)
+            << "@deep.json:1:1281: nested more than 256 levels deep";
+        QTest::newRow("deep yaml")
+            << "deep.yaml"
+            << "seed: " + QString("[").repeated(300) + QString("]").repeated(300)
+            << "@deep.yaml:1:262: nested more than 256 levels deep";
+        // 342 bytes that stand for 9^9 strings ("billion laughs"): std::bad_alloc before the limit.
+        std::string bomb =
+            "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\","
+            "\"lol\"]\n";
+        for (char c = 'b'; c <= 'i'; ++c) {
+            const std::string prev = std::string("*") + static_cast<char>(c - 1);
+            bomb += std::string(1, c) + ": &" + c + " [" + prev;
+            for (int k = 1; k < 9; ++k) bomb += "," + prev;
+            bomb += "]\n";
+        }
+        QTest::newRow("alias bomb")
+            << "bomb.yaml" << QString::fromStdString(bomb)
+            << "@bomb.yaml: too large: more than 100000 values (counting each use of a YAML "
+               "alias)";
+        QTest::newRow("too large") << "big.json" << QString(5 << 20, ' ')
+                                   << "@big.json: too large (5242880 bytes): a config is at most "
+                                      "4 MiB";
     }
     void badConfigs() {
         QFETCH(QString, file);
@@ -406,6 +455,66 @@ private Q_SLOTS:
         QCOMPARE(p.exitCode(), 2);
         QString out = QString::fromUtf8(p.readAllStandardOutput());
         QVERIFY2(out.split('\n').contains(expected), qPrintable(out));
+    }
+
+    void directoryIsNotAConfig() {
+        QTemporaryDir dir;
+        const std::string path = dir.path().toStdString();
+        auto l = load(path);
+        QVERIFY(!l.ok());
+        const QString expected =
+            QString::fromStdString(path) + ": is a directory, not a config file";
+        QCOMPARE(QString::fromStdString(l.issues.front().to_string()), expected);
+
+        QProcess p;
+        p.start(qEnvironmentVariable("LATHE_BIN_DIR") + "/lathe-engine",
+                {"validate", QString::fromStdString(path)});
+        QVERIFY(p.waitForFinished(30000));
+        QCOMPARE(p.exitCode(), 2);
+        QString out = QString::fromUtf8(p.readAllStandardOutput());
+        QVERIFY2(out.split('\n').contains(expected), qPrintable(out));
+    }
+
+    // Bad command-line values name the option, the valid range and what was given, and exit 2.
+    void badArgumentsAreNamed_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("expected");
+        const QString nproc =
+            "lathe-engine launch: --nproc must be an integer from 1 to 1024, gpu "
+            "or auto (got '%1')";
+        QTest::newRow("nproc not a number")
+            << QStringList{"launch", "--nproc", "abc", "tiny"} << nproc.arg("abc");
+        QTest::newRow("nproc beyond int")
+            << QStringList{"launch", "--nproc", "9999999999", "tiny"} << nproc.arg("9999999999");
+        QTest::newRow("nproc zero") << QStringList{"launch", "--nproc=0", "tiny"} << nproc.arg("0");
+        QTest::newRow("nproc trailing")
+            << QStringList{"launch", "--nproc", "2x", "tiny"} << nproc.arg("2x");
+        QTest::newRow("master port")
+            << QStringList{"launch", "--nproc", "2", "--master-port", "70000", "tiny"}
+            << "lathe-engine launch: --master-port must be an integer from 0 to 65535 (got "
+               "'70000')";
+        QTest::newRow("nnodes") << QStringList{"launch", "--nnodes", "-1", "tiny"}
+                                << "lathe-engine launch: --nnodes must be an integer from 1 to "
+                                   "1024 (got '-1')";
+        QTest::newRow("inspect a file") << QStringList{"inspect", "@file"}
+                                        << "lathe-engine inspect: @file: is a file, not a "
+                                           "checkpoint folder";
+    }
+    void badArgumentsAreNamed() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, expected);
+        QTemporaryDir dir;
+        const QString file =
+            QString::fromStdString(write_file(dir, "config.json", R"({"seed": 1})"));
+        args.replaceInStrings("@file", file);
+        expected.replace("@file", file);
+        QProcess p;
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(qEnvironmentVariable("LATHE_BIN_DIR") + "/lathe-engine", args);
+        QVERIFY(p.waitForFinished(60000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QCOMPARE(p.exitCode(), 2);
+        QVERIFY2(out.contains(expected), qPrintable(out));
     }
 
     void everyProblemIsReported() {
