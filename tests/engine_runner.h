@@ -44,6 +44,23 @@ inline EngineRun run_engine(const QStringList& args, const QString& runs_dir,
     return r;
 }
 
+/// A whole file as text; empty when it cannot be read.
+inline QString read_text(const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+}
+
+/// A JSON object file; empty when it cannot be read or is not an object.
+inline QJsonObject read_json(const QString& path) {
+    return QJsonDocument::fromJson(read_text(path).toUtf8()).object();
+}
+
+/// Replaces a file's contents; false when it cannot be written.
+inline bool write_text(const QString& path, const QByteArray& data) {
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(data) == data.size();
+}
+
 /// step -> values of a run's metrics.jsonl; fails the test on a step seen twice.
 inline QMap<qint64, QJsonObject> read_metrics(const QString& path, bool* duplicate = nullptr) {
     QMap<qint64, QJsonObject> out;

@@ -4,6 +4,7 @@
 #include "engine/config/io.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/layout.h"
+#include "engine/run_folder/tensor_file_header.h"
 #include "engine/util/error.h"
 
 #include <chrono>
@@ -177,6 +178,62 @@ bool Checkpointer::poll() {
     return true;
 }
 
+namespace {
+
+// Why `dir` (a step{N} folder) is not a complete checkpoint; empty when it is one.
+std::string structural_problem(const std::string& dir) {
+    std::error_code ec;
+    const std::string meta = run_folder::join(dir, run_folder::kCheckpointMetadataFile);
+    if (!fs::exists(meta, ec)) return "no .metadata.json: the save did not finish";
+    for (const std::string& f :
+         {run_folder::train_state_file(0), std::string(run_folder::kModelTensorFile)}) {
+        if (!fs::exists(run_folder::join(dir, f), ec)) return f + " is missing";
+    }
+    try {
+        const auto j = nlohmann::json::parse(read_text_file(meta));
+        if (!j.is_object()) return ".metadata.json is not a JSON object";
+    } catch (const std::exception& e) {
+        return std::string("unreadable .metadata.json: ") + e.what();
+    }
+    return {};
+}
+
+// The step of a step{N} folder; nullopt for other names (a checkpoint given by another path).
+std::optional<int64_t> folder_step(const std::string& dir) {
+    const auto name = run_folder::parse_checkpoint_name(fs::path(dir).filename().string());
+    if (!name || name->kind != run_folder::CheckpointName::Kind::Saved) return std::nullopt;
+    return name->step;
+}
+
+// Parses train/rank{K}.json and checks it is for the folder's step. Throws
+// UnusableCheckpointError naming the file.
+nlohmann::json read_train_state(const std::string& dir, const std::string& file) {
+    const std::string path = run_folder::join(dir, file);
+    nlohmann::json state;
+    try {
+        state = nlohmann::json::parse(read_text_file(path));
+    } catch (const std::exception& e) {
+        throw UnusableCheckpointError(path + ": corrupted trainer state: " + e.what());
+    }
+    if (!state.is_object())
+        throw UnusableCheckpointError(path + ": corrupted trainer state: not a JSON object");
+    // The trainer's state names its step (the checkpointer itself knows no trainer: a state
+    // without one is not checked).
+    if (!state.contains("global_step")) return state;
+    if (!state["global_step"].is_number_integer())
+        throw UnusableCheckpointError(path +
+                                      ": corrupted trainer state: global_step is not an integer");
+    const auto saved = state["global_step"].get<int64_t>();
+    if (const auto step = folder_step(dir); step && *step != saved) {
+        throw UnusableCheckpointError(path + ": the trainer state is for step " +
+                                      std::to_string(saved) + ", but the folder is step" +
+                                      std::to_string(*step));
+    }
+    return state;
+}
+
+}  // namespace
+
 bool Checkpointer::dir_is_checkpoint(const std::string& dir) {
     std::error_code ec;
     return fs::exists(dir + "/" + run_folder::kCheckpointMetadataFile, ec) &&
@@ -185,28 +242,26 @@ bool Checkpointer::dir_is_checkpoint(const std::string& dir) {
 }
 
 std::vector<CheckpointInfo> Checkpointer::find_checkpoints(const std::string& dir) {
+    using Kind = run_folder::CheckpointName::Kind;
     std::vector<CheckpointInfo> out;
     std::error_code ec;
     for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
          it.increment(ec)) {
         const auto name = run_folder::parse_checkpoint_name(it->path().filename().string());
-        // Abandoned checkpoints (set aside by a resume) are no longer the run's.
-        if (!it->is_directory(ec) || !name ||
-            name->kind == run_folder::CheckpointName::Kind::Abandoned)
+        // Set-aside checkpoints (abandoned by a resume, or unusable) are no longer the run's.
+        if (!it->is_directory(ec) || !name || name->kind == Kind::Abandoned ||
+            name->kind == Kind::Unusable)
             continue;
         CheckpointInfo c;
         c.step = name->step;
         c.path = it->path().string();
-        c.complete =
-            name->kind == run_folder::CheckpointName::Kind::Saved && dir_is_checkpoint(c.path);
+        c.problem = name->kind == Kind::Temporary ? "a save that is in progress or was interrupted"
+                                                  : structural_problem(c.path);
+        c.complete = c.problem.empty();
         if (c.complete) {
-            try {
-                auto meta = nlohmann::json::parse(
-                    read_text_file(c.path + "/" + run_folder::kCheckpointMetadataFile));
-                c.ephemeral = meta.value("ephemeral", false);
-            } catch (const std::exception&) {
-                c.complete = false;
-            }
+            const auto meta = nlohmann::json::parse(
+                read_text_file(c.path + "/" + run_folder::kCheckpointMetadataFile), nullptr, false);
+            c.ephemeral = meta.is_object() && meta.value("ephemeral", false);
         }
         out.push_back(c);
     }
@@ -227,11 +282,28 @@ std::vector<std::string> Checkpointer::clean_partial(const std::string& dir) {
     std::vector<std::string> removed;
     if (env_.rank() != 0) return removed;
     for (const auto& c : find_checkpoints(dir)) {
-        if (c.complete) continue;
+        const auto name = run_folder::parse_checkpoint_name(fs::path(c.path).filename().string());
+        if (!name || name->kind != run_folder::CheckpointName::Kind::Temporary) continue;
         storage_->remove_all(c.path);
         removed.push_back(c.path);
     }
     return removed;
+}
+
+run_folder::UnusableCheckpoint Checkpointer::set_aside_unusable(const std::string& dir,
+                                                                const std::string& reason) {
+    run_folder::UnusableCheckpoint record;
+    if (env_.rank() != 0) return record;
+    const std::string to = run_folder::unusable_path(
+        dir, [this](const std::string& p) { return storage_->exists(p); });
+    storage_->rename(dir, to);
+    record.time = run_folder::iso_time_now();
+    record.step = folder_step(dir).value_or(-1);
+    record.checkpoint = dir;
+    record.moved_to = fs::path(to).filename().string();
+    record.reason = reason;
+    run_folder::write_record(run_folder::join(to, run_folder::kUnusableReasonFile), record);
+    return record;
 }
 
 void Checkpointer::remove(const std::string& dir) {
@@ -243,33 +315,92 @@ void Checkpointer::remove(const std::string& dir) {
 
 void Checkpointer::load(const std::string& dir, Stateful& state, bool load_trainer_state,
                         bool load_optim_state) {
-    if (!dir_is_checkpoint(dir))
-        throw Error(dir + ": not a complete checkpoint (no .metadata.json)");
-    nlohmann::json trainer_state;
-    if (load_trainer_state) {
-        std::string own = run_folder::join(dir, run_folder::train_state_file(env_.rank()));
-        std::string path =
-            fs::exists(own) ? own : run_folder::join(dir, run_folder::train_state_file(0));
-        try {
-            trainer_state = nlohmann::json::parse(read_text_file(path));
-        } catch (const nlohmann::json::exception& e) {
-            throw Error(path + ": corrupted trainer state: " + e.what());
-        }
+    if (const std::string problem = structural_problem(dir); !problem.empty())
+        throw UnusableCheckpointError(dir + ": not a complete checkpoint (" + problem + ")");
+    // Every file is read and checked before `state` changes. Damage is UnusableCheckpointError;
+    // a whole checkpoint that does not fit `state` (another model shape) is a plain Error.
+    nlohmann::json trainer_state = read_train_state(dir, run_folder::train_state_file(0));
+    if (env_.rank() != 0) {
+        const std::string own = run_folder::train_state_file(env_.rank());
+        std::error_code ec;
+        if (fs::exists(run_folder::join(dir, own), ec)) trainer_state = read_train_state(dir, own);
     }
-    auto tensors = read_tensor_file(run_folder::join(dir, run_folder::kModelTensorFile));
+    std::map<std::string, torch::Tensor> tensors;
+    try {
+        tensors = read_tensor_file(run_folder::join(dir, run_folder::kModelTensorFile));
+    } catch (const Error& e) {
+        throw UnusableCheckpointError(e.what());
+    }
     try {
         state.load_state_tensors(tensors, load_optim_state);
     } catch (const std::exception& e) {
         throw Error(run_folder::join(dir, run_folder::kModelTensorFile), e);
     }
-    if (!trainer_state.is_null()) state.load_state_dict(trainer_state);
+    if (load_trainer_state) state.load_state_dict(trainer_state);
 }
 
-nlohmann::json inspect_checkpoint(const std::string& dir) {
+namespace {
+
+// Reads every file of the checkpoint `dir` in full; one line per problem, naming file and tensor.
+std::vector<std::string> verify_checkpoint(const std::string& dir) {
+    std::vector<std::string> problems;
+    if (const std::string p = structural_problem(dir); !p.empty()) problems.push_back(p);
+    int world_size = 1;
+    std::error_code ec;
+    const std::string meta_path = run_folder::join(dir, run_folder::kCheckpointMetadataFile);
+    if (fs::exists(meta_path, ec)) {
+        const auto meta = nlohmann::json::parse(read_text_file(meta_path), nullptr, false);
+        if (meta.is_object() && meta.contains("world_size") &&
+            meta["world_size"].is_number_integer())
+            world_size = std::max(1, meta["world_size"].get<int>());
+    }
+    for (int k = 0; k < world_size; ++k) {
+        const std::string file = run_folder::train_state_file(k);
+        if (!fs::exists(run_folder::join(dir, file), ec)) {
+            if (k > 0)
+                problems.push_back(file + " is missing (world size " + std::to_string(world_size) +
+                                   ")");
+            continue;
+        }
+        try {
+            read_train_state(dir, file);
+        } catch (const std::exception& e) {
+            problems.emplace_back(e.what());
+        }
+    }
+    const std::string tensors = run_folder::join(dir, run_folder::kModelTensorFile);
+    if (fs::exists(tensors, ec)) {
+        try {
+            run_folder::verify_tensor_file_data(tensors);
+        } catch (const std::exception& e) {
+            problems.emplace_back(e.what());
+        }
+    }
+    return problems;
+}
+
+}  // namespace
+
+nlohmann::json inspect_checkpoint(const std::string& dir, bool verify) {
     nlohmann::json out;
     out["path"] = dir;
     out["complete"] = Checkpointer::dir_is_checkpoint(dir);
+    if (verify) {
+        const auto problems = verify_checkpoint(dir);
+        out["verified"] = problems.empty();
+        if (!problems.empty()) out["problems"] = problems;
+    } else {
+        out["verified"] = false;
+        out["verification"] =
+            "not verified: `inspect --verify` reads every file and checks each "
+            "tensor's CRC-32C";
+    }
     std::error_code ec;
+    if (fs::exists(run_folder::join(dir, run_folder::kUnusableReasonFile), ec)) {
+        if (auto r = run_folder::read_record<run_folder::UnusableCheckpoint>(
+                run_folder::join(dir, run_folder::kUnusableReasonFile)))
+            out["set_aside_as_unusable"] = r->reason;
+    }
     if (fs::exists(run_folder::join(dir, run_folder::kCheckpointMetadataFile), ec)) {
         try {
             out["metadata"] = nlohmann::json::parse(

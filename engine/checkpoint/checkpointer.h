@@ -13,6 +13,8 @@
 #include "engine/checkpoint/stateful.h"
 #include "engine/checkpoint/storage.h"
 #include "engine/distributed/env.h"
+#include "engine/run_folder/records.h"
+#include "engine/util/error.h"
 
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -31,6 +33,16 @@ struct CheckpointInfo {
     std::string path;
     bool complete = false;
     bool ephemeral = false;
+    std::string problem;  ///< why it is not complete ("no .metadata.json", ...); empty if it is
+};
+
+/// The checkpoint itself is damaged or contradicts itself (a file missing, truncated, failing its
+/// checksum, not parseable, or a train state for another step than its folder's). Unlike a
+/// checkpoint that does not fit the config (another model shape), no config change can make it
+/// load: the trainer sets it aside as step{N}.unusable[K] and falls back to an older one.
+class UnusableCheckpointError : public Error {
+public:
+    using Error::Error;
 };
 
 class Checkpointer {
@@ -52,7 +64,9 @@ public:
     bool pending() const { return writer_.joinable(); }
 
     /// Loads `dir` into `state`: its tensors, and its JSON state when `load_trainer_state`. Reads
-    /// every file before changing anything, so a failed read leaves `state` as it was.
+    /// every file before changing anything, so a failed read leaves `state` as it was. Throws
+    /// UnusableCheckpointError when the checkpoint's files are damaged or contradict each other,
+    /// lathe::Error when they are fine but do not fit `state`.
     void load(const std::string& dir, Stateful& state, bool load_trainer_state,
               bool load_optim_state);
 
@@ -61,8 +75,13 @@ public:
     static std::vector<CheckpointInfo> find_checkpoints(const std::string& dir);
     /// Complete checkpoints only, newest last.
     static std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir);
-    /// Removes step*-tmp folders and step folders without .metadata.json (rank 0).
+    /// Removes step{N}-tmp folders: saves that were interrupted before their rename (rank 0).
+    /// Nothing else is ever deleted for being incomplete; see set_aside_unusable().
     std::vector<std::string> clean_partial(const std::string& dir);
+    /// Renames the checkpoint `dir` to step{N}.unusable[K] and writes unusable.json into it with
+    /// `reason` (rank 0; others return an empty record). Returns what it wrote, for history.jsonl.
+    run_folder::UnusableCheckpoint set_aside_unusable(const std::string& dir,
+                                                      const std::string& reason);
     /// Deletes a checkpoint: metadata first, so it stops counting before its files go.
     void remove(const std::string& dir);
     Storage& storage() { return *storage_; }
@@ -85,7 +104,10 @@ private:
     std::exception_ptr writer_error_;
 };
 
-/// Summary of a checkpoint folder for `lathe-engine inspect`.
-nlohmann::json inspect_checkpoint(const std::string& dir);
+/// Summary of a checkpoint folder for `lathe-engine inspect`. With `verify`, also reads every file
+/// in full: the JSON files parse, each train/rank{K}.json is for the folder's step, and every
+/// tensor matches its CRC-32C ("verified": true, or false with "problems" naming file and tensor).
+/// Without it, "verified" is false and "verification" says it was not done.
+nlohmann::json inspect_checkpoint(const std::string& dir, bool verify = false);
 
 }  // namespace lathe::checkpoint

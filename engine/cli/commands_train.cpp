@@ -50,7 +50,8 @@ int cmd_train(const Args& args) {
     opts.runs_dir = p.option("--runs-dir");
     const bool is_worker =
         std::getenv("RANK") || std::getenv("WORLD_SIZE") || std::getenv("SLURM_PROCID");
-    if (cfg.launch.nproc > 1 && !is_worker) return launch_from_train(cfg, args);
+    if (cfg.launch.nproc > 1 && !is_worker)
+        return launch_from_train(cfg, args, "train", resolve_save_folder(cfg, opts.runs_dir));
     return run_worker(cfg, opts);
 }
 
@@ -202,31 +203,47 @@ int cmd_bench(const Args& args) {
 }
 
 int cmd_inspect(const Args& args) {
-    if (args.size() != 1) {
-        std::cerr << "usage: lathe-engine inspect CHECKPOINT_DIR|RUN_DIR\n";
+    bool verify = false;
+    Args paths;
+    for (const auto& a : args) {
+        if (a == "--verify")
+            verify = true;
+        else
+            paths.push_back(a);
+    }
+    if (paths.size() != 1 || paths[0].rfind("--", 0) == 0) {
+        std::cerr << "usage: lathe-engine inspect [--verify] CHECKPOINT_DIR|RUN_DIR\n";
         return kExitUsage;
     }
-    const std::string& path = args[0];
+    const std::string& path = paths[0];
     std::error_code ec;
     if (!std::filesystem::is_directory(path, ec)) {
-        std::cerr << "lathe-engine inspect: " << path << ": no such folder\n";
+        std::cerr << "lathe-engine inspect: " << path
+                  << (std::filesystem::exists(path, ec)
+                          ? ": is a file, not a checkpoint folder or run folder\n"
+                          : ": no such folder\n");
         return kExitUsage;
     }
     nlohmann::json out;
+    bool all_verified = true;
     if (std::filesystem::exists(path + "/train", ec) ||
         std::filesystem::exists(path + "/.metadata.json", ec)) {
-        out = checkpoint::inspect_checkpoint(path);
+        out = checkpoint::inspect_checkpoint(path, verify);
+        all_verified = out.value("verified", false);
     } else {
         out["run_folder"] = path;
         out["checkpoints"] = nlohmann::json::array();
         for (const auto& c : checkpoint::Checkpointer::find_checkpoints(path)) {
-            auto info = checkpoint::inspect_checkpoint(c.path);
+            auto info = checkpoint::inspect_checkpoint(c.path, verify && c.complete);
+            if (!c.complete) info["problem"] = c.problem;
+            all_verified = all_verified && info.value("verified", false);
             info.erase("files");
             out["checkpoints"].push_back(info);
         }
     }
     std::cout << out.dump(2) << "\n";
-    return kExitOk;
+    // --verify fails when anything did not verify, so scripts can rely on the exit code.
+    return verify && !all_verified ? kExitFailure : kExitOk;
 }
 
 }  // namespace lathe::cli

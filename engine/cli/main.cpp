@@ -17,7 +17,8 @@ Commands:
   launch --nproc N [CONFIG] [...]    run N ranks on this node, like torchrun (N = gpu: one per GPU;
                                      auto: one per GPU, else one CPU rank); see docs/multi-node.md
   bench [CONFIG] [--steps N]         time N training steps; prints one JSON line
-  inspect PATH                       describe a checkpoint, or the checkpoints of a run folder
+  inspect [--verify] PATH            describe a checkpoint, or the checkpoints of a run folder;
+                                     --verify reads every file and checks each tensor's CRC-32C
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config

@@ -6,11 +6,26 @@ namespace lathe::run_folder {
 
 namespace {
 
+constexpr std::string_view kAbandoned = ".abandoned", kUnusable = ".unusable";
+
 bool all_digits(std::string_view s) {
     if (s.empty()) return false;
     for (char c : s)
         if (!std::isdigit(static_cast<unsigned char>(c))) return false;
     return true;
+}
+
+// `rest` is `suffix` followed by nothing or by digits.
+bool is_set_aside(std::string_view rest, std::string_view suffix) {
+    return rest.substr(0, suffix.size()) == suffix &&
+           (rest.size() == suffix.size() || all_digits(rest.substr(suffix.size())));
+}
+
+std::string first_free(const std::string& checkpoint_dir, std::string_view suffix,
+                       const std::function<bool(const std::string&)>& exists) {
+    std::string to = checkpoint_dir + std::string(suffix);
+    for (int i = 1; exists(to); ++i) to = checkpoint_dir + std::string(suffix) + std::to_string(i);
+    return to;
 }
 
 }  // namespace
@@ -28,7 +43,7 @@ std::string temporary_folder(const std::string& checkpoint_dir) {
 }
 
 std::optional<CheckpointName> parse_checkpoint_name(std::string_view name) {
-    constexpr std::string_view kPrefix = "step", kTmp = "-tmp", kAbandoned = ".abandoned";
+    constexpr std::string_view kPrefix = "step", kTmp = "-tmp";
     if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
     name.remove_prefix(kPrefix.size());
     std::size_t digits = 0;
@@ -42,9 +57,10 @@ std::optional<CheckpointName> parse_checkpoint_name(std::string_view name) {
         out.kind = CheckpointName::Kind::Saved;
     } else if (rest == kTmp) {
         out.kind = CheckpointName::Kind::Temporary;
-    } else if (rest.substr(0, kAbandoned.size()) == kAbandoned &&
-               (rest.size() == kAbandoned.size() || all_digits(rest.substr(kAbandoned.size())))) {
+    } else if (is_set_aside(rest, kAbandoned)) {
         out.kind = CheckpointName::Kind::Abandoned;
+    } else if (is_set_aside(rest, kUnusable)) {
+        out.kind = CheckpointName::Kind::Unusable;
     } else {
         return std::nullopt;
     }
@@ -53,9 +69,12 @@ std::optional<CheckpointName> parse_checkpoint_name(std::string_view name) {
 
 std::string abandoned_path(const std::string& checkpoint_dir,
                            const std::function<bool(const std::string&)>& exists) {
-    std::string to = checkpoint_dir + ".abandoned";
-    for (int i = 1; exists(to); ++i) to = checkpoint_dir + ".abandoned" + std::to_string(i);
-    return to;
+    return first_free(checkpoint_dir, kAbandoned, exists);
+}
+
+std::string unusable_path(const std::string& checkpoint_dir,
+                          const std::function<bool(const std::string&)>& exists) {
+    return first_free(checkpoint_dir, kUnusable, exists);
 }
 
 }  // namespace lathe::run_folder

@@ -24,8 +24,18 @@ private:
     int fd_ = -1;
 };
 
-/// Writes `text` to `path` atomically (temporary file, fsync, rename). Throws lathe::Error.
-void write_file_atomic(const std::string& path, const std::string& text);
+/// What write_file_atomic() does when the disk is full.
+enum class WhenFull {
+    fail,                ///< throw; the file stays as it was
+    overwrite_in_place,  ///< truncate and rewrite the file itself (its freed blocks make room):
+                         ///< for a small status file that must say "failed" on a full disk,
+                         ///< where a torn file is rarer and better than a stale one
+};
+
+/// Writes `text` to `path` atomically (temporary file, fsync, rename). Throws lathe::Error naming
+/// the file; the temporary file never stays behind.
+void write_file_atomic(const std::string& path, const std::string& text,
+                       WhenFull when_full = WhenFull::fail);
 /// The whole file. Throws lathe::Error naming the file.
 std::string read_text_file(const std::string& path);
 

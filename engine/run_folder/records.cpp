@@ -158,18 +158,19 @@ std::optional<R> read_record(const std::string& path, std::string* error) {
 }
 
 template <class R>
-void write_record(const std::string& path, const R& record) {
-    write_file_atomic(path, to_json(record).dump(2) + "\n");
+void write_record(const std::string& path, const R& record, WhenFull when_full) {
+    write_file_atomic(path, to_json(record).dump(2) + "\n", when_full);
 }
 
 #define LATHE_RUN_FOLDER_RECORD(R)                                                    \
     template nlohmann::ordered_json to_json<R>(const R&);                             \
     template R record_from_json<R>(const nlohmann::json&, std::vector<std::string>*); \
     template std::optional<R> read_record<R>(const std::string&, std::string*);       \
-    template void write_record<R>(const std::string&, const R&);
+    template void write_record<R>(const std::string&, const R&, WhenFull);
 LATHE_RUN_FOLDER_RECORD(RunStatus)
 LATHE_RUN_FOLDER_RECORD(ParentLink)
 LATHE_RUN_FOLDER_RECORD(ResumeEvent)
+LATHE_RUN_FOLDER_RECORD(UnusableCheckpoint)
 #undef LATHE_RUN_FOLDER_RECORD
 
 std::vector<ResumeEvent> read_resume_events(const std::string& history_path) {

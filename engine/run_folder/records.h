@@ -5,7 +5,11 @@
 //   status.json     RunStatus      (the engine's run_status callback, rank 0)
 //   parent.json     ParentLink     (the GUI's "Resume as new run")
 //   history.jsonl   ResumeEvent    one line per resume (the engine's --resume-from)
+//                   UnusableCheckpoint   one line per checkpoint set aside as unusable at load
+//   step{N}.unusable[K]/unusable.json   UnusableCheckpoint   the same, inside the folder
 #pragma once
+
+#include "engine/run_folder/file_io.h"
 
 #include <nlohmann/json.hpp>
 
@@ -104,6 +108,29 @@ struct ResumeEvent {
     }
 };
 
+/// A checkpoint that could not be loaded (corrupted, interrupted, contradicting its folder) and
+/// was set aside as step{N}.unusable[K] instead of being deleted: its tensors may still be worth
+/// something to whoever looks.
+struct UnusableCheckpoint {
+    static constexpr const char* kEvent = "set_aside_unusable";
+    std::string event = kEvent;
+    std::string time;  ///< ISO 8601, UTC
+    int64_t step = -1;
+    std::string checkpoint;  ///< where it was (the step{N} folder)
+    std::string moved_to;    ///< its folder name now: step{N}.unusable[K]
+    std::string reason;      ///< why it could not be loaded, naming the file
+
+    template <class V>
+    void visit(V& v) {
+        v("event", event);
+        v("time", time);
+        v("step", step);
+        v("checkpoint", checkpoint);
+        v("moved_to", moved_to);
+        v("reason", reason);
+    }
+};
+
 /// Every field, in declaration order.
 template <class R>
 nlohmann::ordered_json to_json(const R& record);
@@ -116,9 +143,10 @@ R record_from_json(const nlohmann::json& j, std::vector<std::string>* problems =
 /// JSON object.
 template <class R>
 std::optional<R> read_record(const std::string& path, std::string* error = nullptr);
-/// Writes a record atomically (temporary file, fsync, rename). Throws lathe::Error naming the file.
+/// Writes a record atomically (temporary file, fsync, rename; see write_file_atomic() for
+/// `when_full`). Throws lathe::Error naming the file.
 template <class R>
-void write_record(const std::string& path, const R& record);
+void write_record(const std::string& path, const R& record, WhenFull when_full = WhenFull::fail);
 
 /// The "resumed" lines of history.jsonl, in order; other and unreadable lines are skipped.
 std::vector<ResumeEvent> read_resume_events(const std::string& history_path);

@@ -4,6 +4,7 @@
 #include "engine/config/io.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/layout.h"
+#include "engine/run_folder/records.h"
 #include "engine/util/error.h"
 #include "engine/util/log.h"
 #include "engine/util/stop_signals.h"
@@ -25,6 +26,23 @@ int64_t Callback::step() const {
 }
 
 namespace {
+
+// Sets the damaged checkpoint `dir` of run folder `folder` aside as step{N}.unusable[K], with the
+// reason inside it and in history.jsonl (rank 0). Returns its new name.
+std::string set_aside_unusable(checkpoint::Checkpointer& checkpointer, const std::string& folder,
+                               const std::string& dir, const std::string& reason) {
+    const auto record = checkpointer.set_aside_unusable(dir, reason);
+    if (record.moved_to.empty()) return {};
+    try {
+        run_folder::append_history(run_folder::join(folder, run_folder::kHistoryFile),
+                                   run_folder::to_json(record));
+    } catch (const std::exception& e) {
+        log::warn("{}", e.what());  // the reason is inside the folder as well
+    }
+    log::warn("checkpoint {} is unusable and was set aside as {}: {}", dir, record.moved_to,
+              reason);
+    return record.moved_to;
+}
 
 // The one place a global is unavoidable: a signal handler can only reach static storage.
 std::atomic<ControlFlags*> g_signal_target{nullptr};
@@ -349,6 +367,17 @@ void Trainer::fit() {
         if (!checkpoint_loaded_) {
             for (const auto& p : checkpointer_->clean_partial(save_folder_))
                 log::warn("removed partial checkpoint {}", p);
+            // A step{N} folder that is not a whole checkpoint (a save cut off after its rename, a
+            // garbage .metadata.json) may still hold good tensors: set aside, never deleted.
+            if (env_.rank() == 0) {
+                for (const auto& c : checkpoint::Checkpointer::find_checkpoints(save_folder_)) {
+                    const auto name = run_folder::parse_checkpoint_name(
+                        std::filesystem::path(c.path).filename().string());
+                    if (!c.complete && name &&
+                        name->kind == run_folder::CheckpointName::Kind::Saved)
+                        set_aside_unusable(*checkpointer_, save_folder_, c.path, c.problem);
+                }
+            }
             env_.cpu_group().barrier();
             maybe_load_checkpoint(save_folder_, true, true);
         }
@@ -571,7 +600,8 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
 bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
                                     std::optional<bool> load_optim_state) {
     std::vector<std::string> candidates;
-    if (checkpoint::Checkpointer::dir_is_checkpoint(dir)) {
+    const bool scanning = !checkpoint::Checkpointer::dir_is_checkpoint(dir);
+    if (!scanning) {
         candidates.push_back(dir);
     } else {
         auto found = checkpoint::Checkpointer::complete_checkpoints(dir);
@@ -581,12 +611,34 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
             throw Error(dir + ": not a complete checkpoint (no .metadata.json)");
         }
     }
+    // Damaged checkpoints of the run's own folder are set aside and the next older one is tried,
+    // whatever the load strategy: the run then trains past that step again on its own. Elsewhere
+    // (load_path) nothing is moved; if_available falls back, always stops.
+    std::error_code ec;
+    const bool own_folder = scanning && std::filesystem::equivalent(dir, save_folder_, ec);
+    const auto& group = env_.cpu_group();
     for (std::size_t i = 0; i < candidates.size(); ++i) {
         const auto& path = candidates[i];
         auto t0 = std::chrono::steady_clock::now();
+        // 0 loaded, 1 damaged (UnusableCheckpointError), 2 does not fit (another error).
+        int64_t outcome = 0;
+        std::string failure;
         try {
             checkpointer_->load(path, *this, load_trainer_state.value_or(true),
                                 load_optim_state.value_or(true));
+        } catch (const checkpoint::UnusableCheckpointError& e) {
+            outcome = 1;
+            failure = e.what();
+        } catch (const std::exception& e) {
+            outcome = 2;
+            failure = e.what();
+        }
+        // Every rank takes the same decision: the worst outcome, with the reason of the first
+        // rank that had it.
+        auto worst = torch::tensor({outcome}, torch::kInt64);
+        group.all_reduce(worst, dist::ReduceOp::max);
+        const int64_t agreed = worst.item<int64_t>();
+        if (agreed == 0) {
             // Recorded with the first step trained after loading, so the loaded step is not logged twice.
             pending_load_duration_ =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -594,13 +646,24 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
             for_each_callback([&](Callback& c) { c.post_checkpoint_loaded(path); });
             checkpoint_loaded_ = true;
             return true;
-        } catch (const std::exception& e) {
-            bool can_fall_back = cfg_.trainer.load_strategy == config::LoadStrategy::if_available &&
-                                 i + 1 < candidates.size();
-            if (!can_fall_back) throw Error("cannot load checkpoint " + path, e);
-            log::warn("cannot load checkpoint {}: {}; falling back to {}", path, e.what(),
-                      candidates[i + 1]);
         }
+        auto first = torch::tensor(
+            {outcome == agreed ? int64_t(env_.rank()) : int64_t(env_.world_size())}, torch::kInt64);
+        group.all_reduce(first, dist::ReduceOp::min);
+        const std::string reason =
+            group.broadcast_string(failure, static_cast<int>(first.item<int64_t>()));
+        const bool has_next = i + 1 < candidates.size();
+        if (agreed == 2) throw Error("cannot load checkpoint " + path + ": " + reason);
+        if (own_folder) {
+            if (env_.rank() == 0) set_aside_unusable(*checkpointer_, save_folder_, path, reason);
+            group.barrier();
+            if (has_next) log::warn("falling back to {}", candidates[i + 1]);
+            continue;
+        }
+        if (cfg_.trainer.load_strategy != config::LoadStrategy::if_available || !has_next)
+            throw Error("cannot load checkpoint " + path + ": " + reason);
+        log::warn("cannot load checkpoint {}: {}; falling back to {}", path, reason,
+                  candidates[i + 1]);
     }
     return false;
 }

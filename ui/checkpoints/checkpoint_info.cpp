@@ -1,6 +1,7 @@
 #include "ui/checkpoints/checkpoint_info.h"
 
 #include "engine/run_folder/checkpoint_names.h"
+#include "engine/run_folder/records.h"
 #include "engine/run_folder/tensor_file_header.h"
 
 #include <QDir>
@@ -123,6 +124,18 @@ CheckpointInfo inspectCheckpoint(const QString& dir) {
     if (name->kind == Kind::Temporary) {
         c.status = CheckpointInfo::Status::Partial;
         c.reason = QObject::tr("temporary folder of a save that is in progress or was interrupted");
+        return c;
+    }
+    if (name->kind == Kind::Unusable) {
+        c.status = CheckpointInfo::Status::Unusable;
+        std::string error;
+        const auto record = run_folder::read_record<run_folder::UnusableCheckpoint>(
+            d.filePath(QString::fromLatin1(run_folder::kUnusableReasonFile)).toStdString(), &error);
+        c.reason = record ? QObject::tr("set aside when it could not be loaded: %1")
+                                .arg(QString::fromStdString(record->reason))
+                          : QObject::tr("set aside when it could not be loaded (%1: %2)")
+                                .arg(QString::fromLatin1(run_folder::kUnusableReasonFile),
+                                     QString::fromStdString(error));
         return c;
     }
     const QString metaPath = d.filePath(QString::fromLatin1(run_folder::kCheckpointMetadataFile));

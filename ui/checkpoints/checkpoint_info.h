@@ -4,6 +4,8 @@
 //   step{N}/ without .metadata.json  partial (a save that was interrupted)
 //   step{N}-tmp/                     partial (a save in progress or interrupted)
 //   step{N}.abandoned[K]/            abandoned (set aside by a resume from an earlier step)
+//   step{N}.unusable[K]/             unusable (set aside by the engine when it could not load it;
+//                                    the reason is its unusable.json)
 //
 // A complete or abandoned checkpoint is unusable when its .metadata.json or a train/rank{K}.json
 // cannot be read, or its model_and_optim/rank0.lathe is not a whole Lathe tensor file ("LATHETS1",
@@ -47,7 +49,7 @@ struct CheckpointInfo {
 };
 
 QString checkpointStatusName(CheckpointInfo::Status status);
-/// step{N}, step{N}-tmp or step{N}.abandoned[K].
+/// step{N}, step{N}-tmp, step{N}.abandoned[K] or step{N}.unusable[K].
 bool isCheckpointName(const QString& folderName);
 
 /// Describes the checkpoint folder `dir`; step -1 when its name is not a checkpoint's.

@@ -1,8 +1,9 @@
 // The checkpointer on its own: a small Stateful (no trainer, no model) saved and loaded through a
 // recording Storage that can fail on demand. The layout, the order of the storage operations
 // (files first, rename, .metadata.json last), refusal to overwrite, clean-up after a failed save
-// with earlier checkpoints untouched, a failed load that leaves the state as it was, async saves,
-// and which folders count as checkpoints. Real runs through the trainer: tests/engine/train.
+// with earlier checkpoints untouched, a failed load that leaves the state as it was, damaged
+// (unusable) versus not fitting, setting aside, inspect --verify, async saves, and which folders
+// count as checkpoints. Real runs through the trainer: tests/engine/train.
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/tensor_file.h"
 #include "engine/distributed/env.h"
@@ -26,12 +27,14 @@ struct Toy : checkpoint::Stateful {
     torch::Tensor moment = torch::full({5}, 0.5, torch::kFloat64);
     nlohmann::json json = {{"step", 7}, {"name", "toy"}};
     int tensor_loads = 0;
+    bool reject = false;  // load_state_tensors refuses, as a model of another shape does
 
     std::vector<std::pair<std::string, torch::Tensor>> state_tensors() override {
         return {{"model.weight", weight}, {"optim.moment", moment}};
     }
     void load_state_tensors(const std::map<std::string, torch::Tensor>& t,
                             bool load_optim) override {
+        if (reject) throw Error("checkpoint tensor 'model.weight' does not fit");
         weight = t.at("model.weight").clone();
         if (load_optim) moment = t.at("optim.moment").clone();
         ++tensor_loads;
@@ -185,7 +188,7 @@ private Q_SLOTS:
         try {
             make()->load(path("step40"), target, true, true);
             QFAIL("a corrupt checkpoint loaded");
-        } catch (const Error& e) {
+        } catch (const checkpoint::UnusableCheckpointError& e) {
             QVERIFY2(std::string(e.what()).find("checksum") != std::string::npos, e.what());
         }
         QCOMPARE(target.tensor_loads, 0);
@@ -218,20 +221,109 @@ private Q_SLOTS:
         fs::create_directories(root + "/step6-tmp/train");        // an interrupted save
         fs::create_directories(root + "/step7/train");            // no .metadata.json
         fs::create_directories(root + "/step8.abandoned/train");  // set aside by a resume
+        fs::create_directories(root + "/step4.unusable/train");   // set aside at load
         fs::create_directories(root + "/step9x");                 // not a checkpoint name
         const auto all = checkpoint::Checkpointer::find_checkpoints(root);
         std::vector<std::pair<int64_t, bool>> got;
         for (const auto& c : all) got.emplace_back(c.step, c.complete);
         const std::vector<std::pair<int64_t, bool>> expected = {{5, true}, {6, false}, {7, false}};
         QCOMPARE(got, expected);
+        QVERIFY2(all[2].problem.find("no .metadata.json") != std::string::npos,
+                 all[2].problem.c_str());
         const auto complete = checkpoint::Checkpointer::complete_checkpoints(root);
         QCOMPARE(complete.size(), std::size_t(1));
-        // clean_partial removes the interrupted ones, never a complete or abandoned one.
+        // clean_partial removes only interrupted saves (-tmp): a step folder without metadata may
+        // hold good tensors and is set aside instead (set_aside_unusable), never deleted.
         make()->clean_partial(root);
         QVERIFY(fs::exists(root + "/step5"));
         QVERIFY(!fs::exists(root + "/step6-tmp"));
-        QVERIFY(!fs::exists(root + "/step7"));
+        QVERIFY(fs::exists(root + "/step7"));
         QVERIFY(fs::exists(root + "/step8.abandoned"));
+        QVERIFY(fs::exists(root + "/step4.unusable"));
+    }
+
+    void damagedIsUnusableNotFittingIsAnError() {
+        // A train state for another step than its folder's: damaged, whatever the config.
+        Toy toy;
+        toy.json["global_step"] = 25;
+        make()->save(path("step30"), toy, false, false);
+        Toy target;
+        try {
+            make()->load(path("step30"), target, true, true);
+            QFAIL("a train state for step 25 loaded from step30");
+        } catch (const checkpoint::UnusableCheckpointError& e) {
+            const std::string what = e.what();
+            QVERIFY2(what.find("train/rank0.json") != std::string::npos &&
+                         what.find("step 25") != std::string::npos &&
+                         what.find("step30") != std::string::npos,
+                     e.what());
+        }
+        QCOMPARE(target.tensor_loads, 0);
+        // A whole checkpoint the state refuses (another model shape): a plain error, since a
+        // config change can make it load; it must not be set aside.
+        toy.json["global_step"] = 31;
+        make()->save(path("step31"), toy, false, false);
+        target.reject = true;
+        try {
+            make()->load(path("step31"), target, true, true);
+            QFAIL("the refusal did not surface");
+        } catch (const checkpoint::UnusableCheckpointError& e) {
+            QFAIL(e.what());
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("does not fit") != std::string::npos, e.what());
+        }
+    }
+
+    void setAsideUnusable() {
+        Toy toy;
+        make()->save(path("step60"), toy, false, false);
+        auto record = make()->set_aside_unusable(path("step60"), "bad bytes");
+        QCOMPARE(record.moved_to, std::string("step60.unusable"));
+        QCOMPARE(record.step, int64_t(60));
+        QVERIFY(!fs::exists(path("step60")));
+        QVERIFY(fs::exists(path("step60.unusable/model_and_optim/rank0.lathe")));  // kept
+        const auto back = run_folder::read_record<run_folder::UnusableCheckpoint>(
+            path("step60.unusable/unusable.json"));
+        QVERIFY(back);
+        QCOMPARE(back->reason, std::string("bad bytes"));
+        QCOMPARE(back->checkpoint, path("step60"));
+        // A second one of the same step takes the next free name.
+        make()->save(path("step60"), toy, false, false);
+        record = make()->set_aside_unusable(path("step60"), "again");
+        QCOMPARE(record.moved_to, std::string("step60.unusable1"));
+        const auto found = checkpoint::Checkpointer::find_checkpoints(dir_.path().toStdString());
+        QVERIFY(
+            std::none_of(found.begin(), found.end(), [](const auto& c) { return c.step == 60; }));
+    }
+
+    void inspectVerifies() {
+        Toy toy;
+        toy.json["global_step"] = 70;
+        make()->save(path("step70"), toy, false, false);
+        auto plain = checkpoint::inspect_checkpoint(path("step70"));
+        QCOMPARE(plain["verified"].get<bool>(), false);
+        QVERIFY(plain["verification"].get<std::string>().find("not verified") == 0);
+        auto good = checkpoint::inspect_checkpoint(path("step70"), /*verify=*/true);
+        QCOMPARE(good["verified"].get<bool>(), true);
+        QVERIFY(!good.contains("problems"));
+        // One flipped byte in optim.moment's data (the last tensor): complete, but not verified.
+        {
+            std::fstream f(path("step70/model_and_optim/rank0.lathe"),
+                           std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(-64 + 3, std::ios::end);
+            char c = 0;
+            f.read(&c, 1);
+            f.seekp(-64 + 3, std::ios::end);
+            c = static_cast<char>(c ^ 0x10);
+            f.write(&c, 1);
+        }
+        auto bad = checkpoint::inspect_checkpoint(path("step70"), true);
+        QCOMPARE(bad["complete"].get<bool>(), true);
+        QCOMPARE(bad["verified"].get<bool>(), false);
+        const std::string problems = bad["problems"].dump();
+        QVERIFY2(problems.find("rank0.lathe") != std::string::npos &&
+                     problems.find("optim.moment") != std::string::npos,
+                 problems.c_str());
     }
 
     void checkpointNames() {
@@ -246,6 +338,9 @@ private Q_SLOTS:
         for (const char* bad : {"step", "stepx", "step15-tmp2", "step15.abandonedx", "Step15",
                                 "step-1", "step99999999999999999999", "step15 "})
             QVERIFY2(!parse_checkpoint_name(bad), bad);
+        QVERIFY(parse_checkpoint_name("step15.unusable")->kind == CheckpointName::Kind::Unusable);
+        QVERIFY(parse_checkpoint_name("step15.unusable2")->kind == CheckpointName::Kind::Unusable);
+        QVERIFY(!parse_checkpoint_name("step15.unusablex"));
         QCOMPARE(run_folder::abandoned_path("/r/step15",
                                             [](const std::string& p) {
                                                 return p == "/r/step15.abandoned" ||

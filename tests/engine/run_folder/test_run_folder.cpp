@@ -1,7 +1,7 @@
 // lathe_run_folder (torch-free): the records the engine writes and the GUI reads (status.json,
 // parent.json, history.jsonl) round-trip field by field, a damaged record is read as far as it
-// goes, the default runs root follows the environment, and the tensor-file header reader names
-// what is wrong with a file.
+// goes, the default runs root follows the environment, the tensor-file header reader names what
+// is wrong with a file, and status.json can still say "failed" on a full disk.
 #include "engine/run_folder/crc32c.h"
 #include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
@@ -11,7 +11,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/mount.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 using namespace lathe::run_folder;
@@ -75,6 +79,45 @@ private Q_SLOTS:
         const auto j = to_json(s);
         QCOMPARE(j.begin().key(), std::string("state"));
         QCOMPARE(j.size(), std::size_t(13));
+    }
+
+    // A full disk (a 16 KiB tmpfs, filled up): the atomic write fails, naming the file and
+    // leaving no temporary file behind; overwrite_in_place still records the final state.
+    void statusOnAFullDisk() {
+        QTemporaryDir mnt;
+        const std::string dir = mnt.path().toStdString();
+        if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=16k") != 0)
+            QSKIP(qPrintable(
+                QString("cannot mount a tmpfs here (needs root): %1").arg(std::strerror(errno))));
+        struct Unmount {
+            std::string dir;
+            ~Unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+        } unmount{dir};
+        const std::string status = join(dir, kStatusFile);
+        RunStatus s;
+        s.state = RunStatus::kRunning;
+        s.step = 14;
+        write_record(status, s);
+        {
+            std::ofstream filler(join(dir, "filler"), std::ios::binary);
+            const std::string block(1024, 'x');
+            while (filler.write(block.data(), static_cast<std::streamsize>(block.size())) &&
+                   filler.flush()) {
+            }
+        }
+        s.state = RunStatus::kFailed;
+        s.reason = "metrics: No space left on device";
+        const std::string e = error_of([&] { write_record(status, s); });
+        QVERIFY2(e.find("status.json.tmp") != std::string::npos &&
+                     e.find("No space left on device") != std::string::npos,
+                 e.c_str());
+        QVERIFY(!std::ifstream(status + ".tmp"));
+        QCOMPARE(read_record<RunStatus>(status)->state, std::string(RunStatus::kRunning));
+        write_record(status, s, WhenFull::overwrite_in_place);
+        const auto back = read_record<RunStatus>(status);
+        QVERIFY(back);
+        QCOMPARE(back->state, std::string(RunStatus::kFailed));
+        QCOMPARE(back->reason, s.reason);
     }
 
     void damagedRecordsAreReadAsFarAsTheyGo() {

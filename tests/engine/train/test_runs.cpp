@@ -266,13 +266,55 @@ private Q_SLOTS:
         QCOMPARE(fail.exit_code, 1);
         QVERIFY2(fail.output.contains(bad) && fail.output.contains("truncated"),
                  qPrintable(fail.output));
-        // if_available: fall back to step5 with a warning and train on.
-        r = run_engine(
-            args("corrupt", {"trainer.max_duration=30steps", "trainer.hard_stop=12steps"}), runs());
+        // The run itself: step10 is set aside as unusable (not deleted), the run falls back to
+        // step5 and trains past step 10 again, saving a new step10 (no "already exists" dead end).
+        const QStringList every5 = {"trainer.max_duration=30steps",
+                                    "trainer.callbacks.checkpointer.save_interval=5",
+                                    "trainer.callbacks.checkpointer.save_async=false"};
+        r = run_engine(args("corrupt", every5 + QStringList{"trainer.hard_stop=15steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains("set aside as step10.unusable"), qPrintable(r.output));
         QVERIFY2(r.output.contains("falling back to " + folder("corrupt") + "/step5"),
                  qPrintable(r.output));
         QVERIFY(r.output.contains("loaded checkpoint " + folder("corrupt") + "/step5"));
+        QVERIFY(QFile::exists(folder("corrupt") + "/step10/.metadata.json"));
+        QVERIFY(QFile::exists(folder("corrupt") + "/step15/.metadata.json"));
+        QVERIFY(QFile::exists(folder("corrupt") + "/step10.unusable/model_and_optim/rank0.lathe"));
+        const QJsonObject why = read_json(folder("corrupt") + "/step10.unusable/unusable.json");
+        QVERIFY2(why.value("reason").toString().contains("truncated"),
+                 qPrintable(why.value("reason").toString()));
+        QVERIFY(read_text(folder("corrupt") + "/history.jsonl").contains("\"set_aside_unusable\""));
+        // inspect --verify names the damage and fails; the re-saved step10 verifies.
+        auto v =
+            run_engine({"inspect", "--verify", folder("corrupt") + "/step10.unusable"}, runs());
+        QCOMPARE(v.exit_code, 1);
+        QVERIFY2(v.output.contains("truncated") && v.output.contains("set_aside_as_unusable"),
+                 qPrintable(v.output));
+        v = run_engine({"inspect", "--verify", folder("corrupt") + "/step10"}, runs());
+        QCOMPARE(v.exit_code, 0);
+        QCOMPARE(QJsonDocument::fromJson(v.output.toUtf8()).object().value("verified").toBool(),
+                 true);
+
+        // A train state that contradicts its folder (global_step 12 inside step15): unusable too.
+        const QString train15 = folder("corrupt") + "/step15/train/rank0.json";
+        QJsonObject state = read_json(train15);
+        state["global_step"] = 12;
+        QVERIFY(write_text(train15, QJsonDocument(state).toJson()));
+        r = run_engine(args("corrupt", every5 + QStringList{"trainer.hard_stop=20steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(
+            r.output.contains("set aside as step15.unusable") && r.output.contains("for step 12"),
+            qPrintable(r.output));
+        QVERIFY(r.output.contains("loaded checkpoint " + folder("corrupt") + "/step10"));
+        QVERIFY(QFile::exists(folder("corrupt") + "/step20/.metadata.json"));
+
+        // A garbage .metadata.json: set aside with its tensors, never deleted as "partial".
+        QVERIFY(write_text(folder("corrupt") + "/step20/.metadata.json", "{\"ephem"));
+        r = run_engine(args("corrupt", every5 + QStringList{"trainer.hard_stop=21steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains("set aside as step20.unusable"), qPrintable(r.output));
+        QVERIFY(QFile::exists(folder("corrupt") + "/step20.unusable/model_and_optim/rank0.lathe"));
+        QVERIFY(r.output.contains("loaded checkpoint " + folder("corrupt") + "/step15"));
     }
 
     void partialCheckpointsAreCleanedUp() {
@@ -285,11 +327,14 @@ private Q_SLOTS:
         r = run_engine(
             args("partial", {"trainer.max_duration=30steps", "trainer.hard_stop=6steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        // Only the -tmp folder is deleted; the renamed one may hold good tensors: set aside.
         QVERIFY(
             r.output.contains("removed partial checkpoint " + folder("partial") + "/step9-tmp"));
-        QVERIFY(r.output.contains("removed partial checkpoint " + folder("partial") + "/step8"));
+        QVERIFY2(r.output.contains("set aside as step8.unusable: no .metadata.json"),
+                 qPrintable(r.output));
         QVERIFY(r.output.contains("loaded checkpoint " + folder("partial") + "/step5"));
         QVERIFY(!QDir(folder("partial") + "/step9-tmp").exists());
+        QVERIFY(QDir(folder("partial") + "/step8.unusable/model_and_optim").exists());
     }
 
     void killDuringSaveKeepsEarlierCheckpoints() {
@@ -354,6 +399,76 @@ private Q_SLOTS:
                        runs());
         QVERIFY2(again.exit_code == 0 && again.output.contains("loaded checkpoint"),
                  qPrintable(again.output));
+    }
+
+    // metrics.jsonl on a full disk (a 16 KiB tmpfs behind a symlink; checkpoints elsewhere): the
+    // run stops with an error and exit code 1 instead of training on with its curves lost, says
+    // so in status.json and once in the log, and a resume after space is freed cuts the partial
+    // last line off and continues exactly as a run that never failed.
+    void diskFullWhileWritingMetrics() {
+        const QString mnt = runs() + "/tiny-disk";
+        QDir().mkpath(mnt);
+        if (::mount("tmpfs", mnt.toUtf8().constData(), "tmpfs", 0, "size=16k") != 0)
+            QSKIP("cannot mount a tmpfs here (needs root)");
+        const QStringList settings = {"trainer.max_duration=40steps",
+                                      "trainer.metrics_collect_interval=1",
+                                      "trainer.callbacks.checkpointer.save_interval=5",
+                                      "trainer.callbacks.checkpointer.save_async=false"};
+        QDir().mkpath(folder("diskfull"));
+        QVERIFY(QFile::link(mnt + "/metrics.jsonl", folder("diskfull") + "/metrics.jsonl"));
+        auto r = run_engine(args("diskfull", settings), runs());
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.output.contains("metrics.jsonl: No space left on device"), qPrintable(r.output));
+        QVERIFY2(r.output.count("No space left on device") <= 4, qPrintable(r.output));
+        const QJsonObject status = read_json(folder("diskfull") + "/status.json");
+        QCOMPARE(status.value("state").toString(), QString("failed"));
+        QVERIFY2(status.value("reason").toString().contains("No space left on device"),
+                 qPrintable(status.value("reason").toString()));
+        const qint64 stoppedAt = status.value("step").toInteger();
+        QVERIFY2(stoppedAt > 5 && stoppedAt < 40, qPrintable(QString::number(stoppedAt)));
+        QVERIFY(!read_text(mnt + "/metrics.jsonl").endsWith('\n'));  // cut mid-record
+
+        // Space freed: the file comes back to the run folder, the run resumes.
+        const QByteArray partial = read_text(mnt + "/metrics.jsonl").toUtf8();
+        QVERIFY(QFile::remove(folder("diskfull") + "/metrics.jsonl"));
+        ::umount(mnt.toUtf8().constData());
+        QVERIFY(write_text(folder("diskfull") + "/metrics.jsonl", partial));
+        r = run_engine(args("diskfull", settings), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(r.output.contains("loaded checkpoint"));
+        const QString text = read_text(folder("diskfull") + "/metrics.jsonl");
+        for (const auto& line : text.split('\n', Qt::SkipEmptyParts))
+            QVERIFY2(!QJsonDocument::fromJson(line.toUtf8()).isNull(), qPrintable(line));
+        bool duplicate = false;  // steps after the checkpoint were trained again
+        const auto resumed =
+            losses(read_metrics(folder("diskfull") + "/metrics.jsonl", &duplicate));
+        auto ref = run_engine(args("diskfull-ref", settings), runs());
+        QVERIFY2(ref.exit_code == 0, qPrintable(ref.output));
+        const auto straight = losses(read_metrics(folder("diskfull-ref") + "/metrics.jsonl"));
+        QCOMPARE(resumed.size(), 40);
+        QCOMPARE(resumed, straight);
+    }
+
+    // A model that cannot fit: refused before anything is allocated, with both figures and the
+    // fields to change, exit code 2 (a raw allocator error with 25 frames before).
+    void modelTooBigForMemory() {
+        auto r = run_engine(args("huge", {"model.d_model=1048576", "trainer.max_duration=1steps"}),
+                            runs());
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.output.contains("the model does not fit") && r.output.contains("TiB") &&
+                     r.output.contains("is free") && r.output.contains("model.d_model"),
+                 qPrintable(r.output));
+        QVERIFY2(!r.output.contains("alloc"), qPrintable(r.output));
+        QVERIFY(!QFile::exists(folder("huge") + "/config.json"));  // the run folder is untouched
+        // validate passes it (the config is well formed) and says what it will need.
+        auto v = run_engine({"validate", "tiny", "model.d_model=1048576"}, runs());
+        QCOMPARE(v.exit_code, 0);
+        QVERIFY2(v.output.contains("memory: at least") && v.output.contains("TiB per rank"),
+                 qPrintable(v.output));
+        // The same model fits when it is small: the estimate is logged, and is exact in its count.
+        r = run_engine(args("small", {"trainer.max_duration=1steps"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains("memory: at least"), qPrintable(r.output));
     }
 
     void retention() {

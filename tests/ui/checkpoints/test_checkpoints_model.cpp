@@ -60,6 +60,11 @@ private Q_SLOTS:
         QTest::newRow("bad metadata") << "meta" << int(Status::Unusable) << ".metadata.json";
         QTest::newRow("abandoned, corrupt")
             << "abandoned+truncate" << int(Status::Unusable) << "abandoned; ";
+        // Set aside by the engine when it failed to load: the reason comes from unusable.json.
+        QTest::newRow("set aside as unusable")
+            << "unusable" << int(Status::Unusable) << "could not be loaded: bad bytes in w";
+        QTest::newRow("set aside, no reason file")
+            << "unusable+noreason" << int(Status::Unusable) << "unusable.json";
     }
     void kinds() {
         QFETCH(QString, damage);
@@ -71,6 +76,14 @@ private Q_SLOTS:
         if (damage.contains("abandoned")) {
             QVERIFY(QDir().rename(dir, dir + ".abandoned"));
             dir += ".abandoned";
+        }
+        if (damage.contains("unusable")) {
+            QVERIFY(QDir().rename(dir, dir + ".unusable2"));
+            dir += ".unusable2";
+            if (!damage.contains("noreason"))
+                writeFile(
+                    dir + "/unusable.json",
+                    R"({"event": "set_aside_unusable", "step": 15, "reason": "bad bytes in w"})");
         }
         if (damage == "tmp") {
             QVERIFY(QDir().rename(dir, dir + "-tmp"));
