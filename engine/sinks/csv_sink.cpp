@@ -60,11 +60,7 @@ CsvSink::CsvSink(std::string path, OpenMode mode) : FileSink(std::move(path)), m
 
 void CsvSink::do_open() {
     file_.open(target(), mode_ == OpenMode::append);
-    if (file_.initial_size() == 0) {
-        file_.write(kHeader);
-    } else if (file_.initial_last_byte() != '\n') {
-        file_.write("\n");  // end a row cut short by a crash
-    }
+    if (file_.initial_size() == 0) file_.write(kHeader);  // a row cut short is already cut off
 }
 
 void CsvSink::do_write(const MetricRecord& record) {

@@ -1,5 +1,8 @@
 #include "engine/sinks/file_writer.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <stdexcept>
 #include <system_error>
@@ -17,6 +20,7 @@ FileWriter::~FileWriter() {
 void FileWriter::open(const std::string& path, bool append) {
     if (file_) throw std::logic_error("open: already open");
     initial_size_ = 0;
+    trimmed_bytes_ = 0;
     initial_last_byte_ = '\n';
     // "a+" lets us look at the last byte; writes still always go to the end.
     file_ = std::fopen(path.c_str(), append ? "a+b" : "wb");
@@ -29,9 +33,33 @@ void FileWriter::open(const std::string& path, bool append) {
                 int c = std::fgetc(file_);
                 if (c != EOF) initial_last_byte_ = static_cast<char>(c);
             }
+            if (initial_last_byte_ != '\n') trim_partial_line();
             std::fseek(file_, 0, SEEK_END);  // required between a read and a write
         }
     }
+}
+
+void FileWriter::trim_partial_line() {
+    // The last '\n', read backwards in blocks; the file is cut just after it (or to nothing).
+    char block[65536];
+    long end = initial_size_, keep = 0;
+    while (end > 0 && keep == 0) {
+        const long start = std::max(0L, end - static_cast<long>(sizeof block));
+        if (std::fseek(file_, start, SEEK_SET) != 0) throw_errno(errno);
+        const std::size_t n = std::fread(block, 1, static_cast<std::size_t>(end - start), file_);
+        if (n != static_cast<std::size_t>(end - start)) throw_errno(errno ? errno : EIO);
+        for (long i = static_cast<long>(n) - 1; i >= 0; --i) {
+            if (block[i] == '\n') {
+                keep = start + i + 1;
+                break;
+            }
+        }
+        end = start;
+    }
+    if (::ftruncate(::fileno(file_), keep) != 0) throw_errno(errno);
+    trimmed_bytes_ = initial_size_ - keep;
+    initial_size_ = keep;
+    initial_last_byte_ = '\n';
 }
 
 void FileWriter::write(std::string_view bytes) {

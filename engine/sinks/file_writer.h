@@ -19,7 +19,8 @@ public:
     FileWriter(const FileWriter&) = delete;
     FileWriter& operator=(const FileWriter&) = delete;
 
-    /// Opens for writing (truncating) or appending. Every method throws std::runtime_error with
+    /// Opens for writing (truncating) or appending (a partial last line is cut off first). Every
+    /// method throws std::runtime_error with
     /// errno's text ("No space left on device") on failure.
     void open(const std::string& path, bool append);
     bool is_open() const { return file_ != nullptr; }
@@ -27,6 +28,9 @@ public:
     long initial_size() const { return initial_size_; }
     /// The file's last byte when it was opened in append mode ('\n' if empty or truncated).
     char initial_last_byte() const { return initial_last_byte_; }
+    /// Bytes of a partial last line (a crash or a full disk mid-record) cut off by open() in
+    /// append mode, so the file holds whole records only and the next one starts a line.
+    long trimmed_bytes() const { return trimmed_bytes_; }
 
     void write(std::string_view bytes);
     void flush();
@@ -34,8 +38,11 @@ public:
     void close();
 
 private:
+    void trim_partial_line();
+
     std::FILE* file_ = nullptr;
     long initial_size_ = 0;
+    long trimmed_bytes_ = 0;
     char initial_last_byte_ = '\n';
 };
 

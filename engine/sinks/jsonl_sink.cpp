@@ -82,9 +82,8 @@ std::string JsonlSink::format(const MetricRecord& record) {
 JsonlSink::JsonlSink(std::string path, OpenMode mode) : FileSink(std::move(path)), mode_(mode) {}
 
 void JsonlSink::do_open() {
+    // In append mode a fragment left by a crash or a full disk is cut off: whole records only.
     file_.open(target(), mode_ == OpenMode::append);
-    // A crash mid-line left a fragment: end it so the reader skips it instead of our first line.
-    if (file_.initial_last_byte() != '\n') file_.write("\n");
 }
 
 void JsonlSink::do_write(const MetricRecord& record) {

@@ -22,8 +22,8 @@ std::vector<std::unique_ptr<MetricSink>> make_run_sinks(const std::string& run_d
                                                   options.mode));
     }
     if (options.tensorboard) {
-        sinks.push_back(
-            std::make_unique<TensorBoardSink>(TensorBoardSink::unique_path_in(run_dir)));
+        sinks.push_back(std::make_unique<TensorBoardSink>(TensorBoardSink::unique_path_in(run_dir),
+                                                          options.first_step));
     }
     if (on_error) {
         for (auto& sink : sinks) sink->set_error_handler(on_error);

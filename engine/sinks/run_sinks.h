@@ -3,7 +3,9 @@
 
 #include "engine/sinks/metric_sink.h"
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,9 @@ struct RunSinkOptions {
     bool csv = true;                     ///< metrics.csv
     bool tensorboard = true;             ///< events.out.tfevents.<time>.<host>.lathe
     OpenMode mode = OpenMode::truncate;  ///< append when resuming (JSONL, CSV)
+    /// The first step this run will write: TensorBoard drops the points of earlier event files at
+    /// or after it (steps that a resume trains again). JSONL and CSV keep every line.
+    std::optional<int64_t> first_step;
 };
 
 /// Sinks writing into `run_dir` (which must exist), each with `on_error` if it is set. Nothing

@@ -28,6 +28,10 @@ constexpr std::uint32_t kEventWallTime = 1;     // double
 constexpr std::uint32_t kEventStep = 2;         // int64
 constexpr std::uint32_t kEventFileVersion = 3;  // string
 constexpr std::uint32_t kEventSummary = 5;      // Summary
+constexpr std::uint32_t kEventSessionLog = 7;   // SessionLog
+// SessionLog fields and values.
+constexpr std::uint32_t kSessionLogStatus = 1;  // enum SessionStatus
+constexpr std::uint64_t kSessionStart = 1;
 // Summary fields.
 constexpr std::uint32_t kSummaryValue = 1;  // repeated Summary.Value
 // Summary.Value fields.
@@ -97,6 +101,18 @@ std::string encode_file_version_event(double wall_time) {
     return event;
 }
 
+std::string encode_session_start_event(double wall_time, int64_t step) {
+    std::string event;
+    put_double(event, kEventWallTime, wall_time);
+    put_key(event, kEventStep, kVarint);
+    put_varint(event, static_cast<std::uint64_t>(step));
+    std::string session_log;
+    put_key(session_log, kSessionLogStatus, kVarint);
+    put_varint(session_log, kSessionStart);
+    put_bytes(event, kEventSessionLog, session_log);
+    return event;
+}
+
 void encode_scalar_event(const MetricRecord& record, std::string& out) {
     put_double(out, kEventWallTime, record.wall_time);
     put_key(out, kEventStep, kVarint);
@@ -143,12 +159,16 @@ std::string TensorBoardSink::unique_path_in(const std::string& dir) {
     return path.string();
 }
 
-TensorBoardSink::TensorBoardSink(std::string path) : FileSink(std::move(path)) {}
+TensorBoardSink::TensorBoardSink(std::string path, std::optional<int64_t> purge_step)
+    : FileSink(std::move(path)), purge_step_(purge_step) {}
 
 void TensorBoardSink::do_open() {
     file_.open(target(), false);
     frame_.clear();
-    tfevents::append_record(frame_, tfevents::encode_file_version_event(unix_time_now()));
+    const double now = unix_time_now();
+    tfevents::append_record(frame_, tfevents::encode_file_version_event(now));
+    if (purge_step_)
+        tfevents::append_record(frame_, tfevents::encode_session_start_event(now, *purge_step_));
     file_.write(frame_);
 }
 

@@ -4,6 +4,8 @@
 
 #include "engine/sinks/file_writer.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,10 +17,12 @@ namespace lathe::sinks {
 /// in metrics.jsonl / metrics.csv). Every record is flushed, and readers stop quietly at a
 /// half-written last record, so a live TensorBoard can follow the file. The file is always new
 /// (truncated): TensorBoard merges every events file in the folder, so a resumed run simply adds
-/// one.
+/// one. With `purge_step`, a SessionLog START event at that step follows the file version, as
+/// PyTorch's SummaryWriter(purge_step=N) writes it: TensorBoard then drops the points at or after
+/// it from the earlier files, so steps a resume trains again appear once, with their new values.
 class TensorBoardSink final : public FileSink {
 public:
-    explicit TensorBoardSink(std::string path);
+    explicit TensorBoardSink(std::string path, std::optional<int64_t> purge_step = std::nullopt);
 
     /// "events.out.tfevents.<unix seconds>.<hostname>.lathe" (TensorBoard picks up any name that
     /// contains "tfevents").
@@ -32,6 +36,7 @@ protected:
     void do_write(const MetricRecord& record) override;
 
 private:
+    std::optional<int64_t> purge_step_;
     std::string event_;
     std::string frame_;
 };
@@ -43,6 +48,8 @@ namespace tfevents {
 void append_record(std::string& out, std::string_view data);
 /// Event {wall_time = 1, file_version = 3}.
 std::string encode_file_version_event(double wall_time);
+/// Event {wall_time = 1, step = 2, session_log = 7 {status = 1: START}}.
+std::string encode_session_start_event(double wall_time, int64_t step);
 /// Event {wall_time = 1, step = 2, summary = 5 {value = 1 {tag = 1, simple_value = 2}...}}.
 void encode_scalar_event(const MetricRecord& record, std::string& out);
 }  // namespace tfevents

@@ -4,6 +4,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 namespace lathe::log {
@@ -29,6 +31,16 @@ void setup(int rank, bool verbose_rank, const std::string& file) {
     logger->set_pattern("%H:%M:%S %^%-5l%$ " + rank_part + "%v");
     logger->set_level(spdlog::level::info);
     logger->flush_on(spdlog::level::info);
+    // A log file that cannot be written (disk full) is said once, not once per line; the console
+    // keeps every line. (spdlog's default prints every failure.)
+    logger->set_error_handler([file](const std::string& msg) {
+        static std::atomic<bool> said{false};
+        if (said.exchange(true)) return;
+        std::fprintf(stderr,
+                     "lathe: cannot write the log file %s: %s (further log-file errors are "
+                     "not shown)\n",
+                     file.c_str(), msg.c_str());
+    });
     spdlog::set_default_logger(logger);
 }
 

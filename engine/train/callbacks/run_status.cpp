@@ -70,7 +70,12 @@ void RunStatusCallback::write(const char* state, const std::string& reason) {
     s.model = model_;
     s.last_loss = last_loss_;
     try {
-        run_folder::write_record(run_folder::join(folder_, run_folder::kStatusFile), s);
+        // A run that ends on a full disk must still say so: the final states overwrite the file
+        // in place when no temporary file fits.
+        const bool final_state = s.state != run_folder::RunStatus::kRunning;
+        run_folder::write_record(
+            run_folder::join(folder_, run_folder::kStatusFile), s,
+            final_state ? run_folder::WhenFull::overwrite_in_place : run_folder::WhenFull::fail);
     } catch (const std::exception& e) {
         log::warn("cannot write status.json: {}", e.what());
     }

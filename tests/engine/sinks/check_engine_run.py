@@ -1,9 +1,11 @@
 """A real lathe-engine run, interrupted and resumed, read back with TensorBoard's own reader.
 
-Trains `tiny` for 20 steps, resumes the run to 30 steps (which continues metrics.jsonl and
-metrics.csv and starts a second events file), then checks that TensorBoard's EventAccumulator sees
-every metric of every step (0 to 30) exactly once, with the values and wall times of metrics.jsonl, and that
-metrics.csv holds the same numbers.
+Trains `tiny` for 25 steps, resumes the run from its step-20 checkpoint to 30 steps (which trains
+steps 21 to 25 again, continues metrics.jsonl and metrics.csv and starts a second events file),
+then checks that TensorBoard's EventAccumulator sees every metric of every step (0 to 30) exactly
+once, with the values and wall times of the last line of that step in metrics.jsonl (the second
+events file starts with a SessionLog START at step 21 that purges the orphaned points), and that
+metrics.csv holds the same numbers. metrics.jsonl and metrics.csv keep both branches.
 
 Usage: check_engine_run.py <path to lathe-engine>
 """
@@ -54,20 +56,30 @@ def main():
         common = ["launch.num_threads=1", "trainer.metrics_collect_interval=5",
                   "trainer.callbacks.checkpointer.save_interval=10",
                   "trainer.callbacks.speed_monitor.device_peak_flops=1e11"]
-        run(engine, runs, "train", "tiny", "run_name=tb", "trainer.max_duration=20steps", *common)
+        run(engine, runs, "train", "tiny", "run_name=tb", "trainer.max_duration=25steps", *common)
         folder = os.path.join(runs, "tb")
-        out = run(engine, runs, "train", os.path.join(folder, "config.json"), "trainer.max_duration=30steps")
+        out = run(engine, runs, "train", os.path.join(folder, "config.json"), "trainer.max_duration=30steps",
+                  "--resume-from", os.path.join(folder, "step20"))
         check("step 20" in out or "step20" in out, "the second run did not say it resumed from step 20")
 
         with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
         steps = [r["step"] for r in rows]
         # Step 0 holds what happened before the first step (the initial checkpoint's duration).
-        check(steps == list(range(0, 31)), f"metrics.jsonl steps {steps}")
+        check(steps == list(range(0, 26)) + list(range(21, 31)), f"metrics.jsonl steps {steps}")
+        # What TensorBoard must show: a step that goes back starts the branch the run continued on,
+        # and every point at or after it from before is dropped (the SessionLog START purge).
         by_tag = {}
+        last_step = -1
         for r in rows:
+            if r["step"] <= last_step:
+                for per_step in by_tag.values():
+                    for s in [s for s in per_step if s >= r["step"]]:
+                        del per_step[s]
+            last_step = r["step"]
             for tag, v in r["values"].items():
                 by_tag.setdefault(tag, {})[r["step"]] = (v, r["wall_time"])
+        by_tag = {tag: per_step for tag, per_step in by_tag.items() if per_step}
         check("train/CE loss" in by_tag, f"no train/CE loss in metrics.jsonl: {sorted(by_tag)}")
         check(len(by_tag) >= 5, f"only {len(by_tag)} metric names: {sorted(by_tag)}")
 
@@ -96,8 +108,9 @@ def main():
             body = list(csv.reader(f))
         check(body[0] == ["step", "tokens", "wall_time", "name", "value"], f"csv header {body[0]}")
         check(sum(1 for r in body if r == body[0]) == 1, "metrics.csv repeats its header after the resume")
-        csv_values = {(int(r[0]), r[3]): r[4] for r in body[1:]}
-        check(len(csv_values) == len(body) - 1, "metrics.csv has a (step, name) twice")
+        csv_values = {(int(r[0]), r[3]): r[4] for r in body[1:]}  # the branch continued on wins
+        n_values = sum(len(r["values"]) for r in rows)
+        check(len(body) - 1 == n_values, f"metrics.csv has {len(body) - 1} rows, metrics.jsonl {n_values} values")
         for tag, per_step in by_tag.items():
             for step, (v, _) in per_step.items():
                 c = csv_values.get((step, tag))

@@ -49,6 +49,10 @@ void append_file(const std::string& path, const std::string& text) {
     std::ofstream(path, std::ios::binary | std::ios::app) << text;
 }
 
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
 std::string path_in(const QTemporaryDir& dir, const char* name) {
     return dir.filePath(QString::fromLatin1(name)).toStdString();
 }
@@ -464,7 +468,32 @@ private Q_SLOTS:
         auto back = read_jsonl_metrics(path, &bad);
         QCOMPARE(back.size(), std::size_t(2));
         QCOMPARE(back[1].step, std::int64_t(2));
-        QCOMPARE(bad, std::size_t(1));  // the fragment, now a line of its own
+        QCOMPARE(bad, std::size_t(0));  // the fragment was cut off: whole records only
+        QCOMPARE(read_file(path), JsonlSink::format(records[0]) + JsonlSink::format(records[1]));
+        // A file that is nothing but a fragment becomes empty before the first record.
+        write_file(path, "{\"st");
+        {
+            JsonlSink sink(path, OpenMode::append);
+            sink.write(records[0]);
+        }
+        QCOMPARE(read_file(path), JsonlSink::format(records[0]));
+    }
+
+    void csv_append_after_crash() {
+        QTemporaryDir dir;
+        const std::string path = path_in(dir, "metrics.csv");
+        auto records = sample_records();
+        {
+            CsvSink sink(path);
+            sink.write(records[0]);
+        }
+        const std::string whole = read_file(path);
+        append_file(path, "2,8192,17000");  // a full disk mid-row
+        {
+            CsvSink sink(path, OpenMode::append);
+            sink.write(records[1]);
+        }
+        QCOMPARE(read_file(path), whole + CsvSink::format(records[1]));
     }
 
     void jsonl_reader_missing_file_throws() {
