@@ -11,8 +11,6 @@
 
 namespace lathe::protocol {
 namespace {
-// A GUI sending garbage must not grow the engine's memory: keep the first warnings only.
-constexpr std::size_t kMaxWarnings = 1000;
 constexpr std::size_t kMaxBatchBytes = 256 * 1024;
 }  // namespace
 
@@ -77,11 +75,44 @@ std::vector<Command> ControlClient::poll_commands() {
     return out;
 }
 
-std::vector<std::string> ControlClient::poll_warnings() {
+InvalidCommands ControlClient::poll_invalid() {
     std::lock_guard<std::mutex> lock(in_mutex_);
-    std::vector<std::string> out;
-    out.swap(warnings_);
+    InvalidCommands out;
+    std::swap(out, invalid_);
     return out;
+}
+
+InvalidCommandLog::InvalidCommandLog(std::size_t burst, std::chrono::seconds window)
+    : burst_(burst), window_(window) {}
+
+std::vector<std::string> InvalidCommandLog::feed(const InvalidCommands& batch,
+                                                 Clock::time_point now) {
+    std::vector<std::string> lines;
+    if (open_ && now - start_ >= window_) lines = finish();
+    if (batch.count == 0) return lines;
+    if (!open_) {
+        open_ = true;
+        start_ = now;
+        logged_ = total_ = 0;
+    }
+    total_ += batch.count;
+    for (const auto& reason : batch.reasons) {
+        if (logged_ >= burst_) break;
+        lines.push_back("dropped a malformed command: " + reason);
+        ++logged_;
+    }
+    return lines;
+}
+
+std::vector<std::string> InvalidCommandLog::finish() {
+    std::vector<std::string> lines;
+    if (open_ && total_ > logged_) {
+        lines.push_back("dropped " + std::to_string(total_) + " invalid messages in the last " +
+                        std::to_string(window_.count()) + " s (the first " +
+                        std::to_string(logged_) + " are logged above)");
+    }
+    open_ = false;
+    return lines;
 }
 
 bool ControlClient::flush(std::chrono::milliseconds timeout) {
@@ -165,13 +196,18 @@ void ControlClient::reader_loop() {
         if (n <= 0) break;  // the GUI closed the channel, or close() shut it down
         for (auto& item : lines.feed(std::string_view(buf, static_cast<std::size_t>(n)))) {
             std::lock_guard<std::mutex> lock(in_mutex_);
+            auto note_invalid = [&](const DecodeError& err) {
+                ++invalid_.count;
+                if (invalid_.reasons.size() < kMaxInvalidReasons)
+                    invalid_.reasons.push_back(err.reason);
+            };
             if (auto* err = std::get_if<DecodeError>(&item)) {
-                if (warnings_.size() < kMaxWarnings) warnings_.push_back(err->reason);
+                note_invalid(*err);
                 continue;
             }
             DecodedCommand decoded = decode_command(std::get<std::string>(item));
             if (auto* err = std::get_if<DecodeError>(&decoded)) {
-                if (warnings_.size() < kMaxWarnings) warnings_.push_back(err->reason);
+                note_invalid(*err);
             } else {
                 commands_.push_back(std::get<Command>(decoded));
             }

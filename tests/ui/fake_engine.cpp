@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
             client.flush(std::chrono::seconds(2));
             std::abort();
         }
-        for (const auto& w : client.poll_warnings())
+        for (const auto& w : client.poll_invalid().reasons)
             send(proto::Log{"warning", 0, "control channel: " + w});
         for (const auto& c : client.poll_commands()) {
             if (std::holds_alternative<proto::SaveCheckpoint>(c)) {

@@ -89,13 +89,16 @@ public:
             client_.send(protocol::Bye{stopped ? protocol::ExitReason::stopped
                                                : protocol::ExitReason::finished});
         }
+        auto lines = invalid_log_.feed(client_.poll_invalid(), Clock::now());
+        for (auto& line : invalid_log_.finish()) lines.push_back(std::move(line));
+        for (const auto& line : lines) log::warn("control channel: {}", line);
         client_.close();
     }
 
 private:
     void poll() {
-        for (const auto& w : client_.poll_warnings())
-            log::warn("control channel: dropped a malformed command: {}", w);
+        for (const auto& line : invalid_log_.feed(client_.poll_invalid(), Clock::now()))
+            log::warn("control channel: {}", line);
         for (const auto& c : client_.poll_commands()) {
             auto& t = trainer();
             if (std::holds_alternative<protocol::SaveCheckpoint>(c)) {
@@ -132,6 +135,7 @@ private:
 
     std::string socket_;
     protocol::ControlClient client_;
+    protocol::InvalidCommandLog invalid_log_;
     Clock::time_point start_ = Clock::now(), last_status_{};
     int64_t start_step_ = 0;
     bool failed_ = false;

@@ -441,11 +441,65 @@ private Q_SLOTS:
         }()));
         QVERIFY(std::holds_alternative<SaveCheckpoint>(commands[0]));
         QVERIFY(std::get<Stop>(commands[1]) == Stop{false});
-        auto warnings = client.poll_warnings();
-        QCOMPARE(warnings.size(), std::size_t{2});
-        QCOMPARE(warnings[0], std::string("malformed JSON"));
-        QCOMPARE(warnings[1], std::string("unknown command type 'explode'"));
+        auto invalid = client.poll_invalid();
+        QCOMPARE(invalid.count, std::size_t{2});
+        QCOMPARE(invalid.reasons.size(), std::size_t{2});
+        QCOMPARE(invalid.reasons[0], std::string("malformed JSON"));
+        QCOMPARE(invalid.reasons[1], std::string("unknown command type 'explode'"));
         QVERIFY(client.poll_commands().empty());
+
+        // A flood: every line counted, a bounded number of reasons kept.
+        const int flood = 200000;
+        QByteArray garbage;
+        for (int i = 0; i < flood; ++i) garbage += "x\n";
+        peer->write(garbage);
+        peer->flush();
+        std::size_t counted = 0, kept = 0, most_kept = 0;
+        QTRY_VERIFY_WITH_TIMEOUT(([&] {
+                                     auto batch = client.poll_invalid();
+                                     counted += batch.count;
+                                     kept += batch.reasons.size();
+                                     most_kept = std::max(most_kept, batch.reasons.size());
+                                     return counted >= std::size_t(flood);
+                                 }()),
+                                 20000);
+        QCOMPARE(counted, std::size_t(flood));
+        QVERIFY(most_kept <= ControlClient::kMaxInvalidReasons);
+        QVERIFY(kept < counted);
+    }
+
+    // What the engine logs for a flood of invalid commands: the first few of each window one by
+    // one, then one summary line per window with the count; nothing is silently lost.
+    void invalidCommandLogIsRateLimited() {
+        using Clock = InvalidCommandLog::Clock;
+        InvalidCommandLog log(3, std::chrono::seconds(10));
+        const Clock::time_point t0{};
+        auto batch = [](std::size_t n) {
+            InvalidCommands b;
+            b.count = n;
+            for (std::size_t i = 0; i < std::min<std::size_t>(n, 100); ++i)
+                b.reasons.push_back("bad " + std::to_string(i));
+            return b;
+        };
+        auto lines = log.feed(batch(2), t0);
+        QCOMPARE(lines.size(), std::size_t{2});
+        QCOMPARE(lines[0], std::string("dropped a malformed command: bad 0"));
+        lines = log.feed(batch(1000000), t0 + std::chrono::seconds(1));
+        QCOMPARE(lines.size(), std::size_t{1});  // the third of the burst; the rest counted
+        QVERIFY(log.feed({}, t0 + std::chrono::seconds(5)).empty());
+        lines = log.feed({}, t0 + std::chrono::seconds(10));  // the window is over
+        QCOMPARE(lines.size(), std::size_t{1});
+        QCOMPARE(lines[0], std::string("dropped 1000002 invalid messages in the last 10 s (the "
+                                       "first 3 are logged above)"));
+        QVERIFY(log.feed({}, t0 + std::chrono::seconds(30)).empty());
+        // A new window logs again; a window within its burst needs no summary.
+        lines = log.feed(batch(2), t0 + std::chrono::seconds(31));
+        QCOMPARE(lines.size(), std::size_t{2});
+        QVERIFY(log.finish().empty());
+        log.feed(batch(50), t0 + std::chrono::seconds(40));
+        lines = log.finish();
+        QCOMPARE(lines.size(), std::size_t{1});
+        QVERIFY(lines[0].rfind("dropped 50 invalid messages", 0) == 0);
     }
 
     // The GUI vanishes while the engine is sending from another thread: sends turn into no-ops,
