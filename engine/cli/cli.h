@@ -28,9 +28,10 @@ int cmd_launch(const Args& args);
 #include "engine/config/config.h"
 
 namespace lathe::cli {
-/// `train` with launch.nproc > 1: runs the launcher with the same arguments.
+/// `train` with launch.nproc > 1: runs the launcher with the same arguments. `run_folder`: the
+/// run's folder, whose status.json the launcher completes when rank 0 dies without a word.
 int launch_from_train(const config::ExperimentConfig& cfg, const Args& args,
-                      const std::string& command = "train");
+                      const std::string& command = "train", const std::string& run_folder = "");
 
 /// Splits "CONFIG a.b=c --x.y=z --flag value" into the config spec (first non-override argument)
 /// and overrides; options listed in `value_options` consume the next argument and are returned in

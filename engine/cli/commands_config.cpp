@@ -1,6 +1,7 @@
 // schema, validate, config, presets: the torch-free subcommands.
 #include "engine/cli/cli.h"
 #include "engine/config/io.h"
+#include "engine/config/memory_estimate.h"
 
 #include <iostream>
 
@@ -82,6 +83,10 @@ int cmd_validate(const Args& args) {
     auto loaded = config::load(p.spec, p.overrides);
     if (loaded.ok()) {
         std::cout << loaded.origin << ": valid\n";
+        // What it will need, at the world size it asks for (launch.nproc).
+        const auto estimate =
+            config::estimate_training_memory(loaded.config, loaded.config.launch.nproc);
+        std::cout << "memory: " << estimate.describe() << "\n";
         return kExitOk;
     }
     for (const auto& issue : loaded.issues) std::cout << issue.to_string() << "\n";

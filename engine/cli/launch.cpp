@@ -1,8 +1,12 @@
 // The local launcher, like torchrun: spawns one `lathe-engine train` worker per rank with
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, prefixes their
 // output with the rank, forwards SIGINT/SIGTERM, and when one rank fails terminates the others.
+#include "engine/checkpoint/checkpointer.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/run.h"
 #include "engine/config/io.h"
+#include "engine/run_folder/layout.h"
+#include "engine/run_folder/records.h"
 #include "engine/util/stop_signals.h"
 
 #include <torch/cuda.h>
@@ -18,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -74,11 +79,15 @@ bool port_in_use(int port) {
     return busy;
 }
 
+// "SIGINT", "SIGKILL" ...; "signal N" for one without a name.
+std::string signal_name(int sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
 std::string describe_status(int status) {
     if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status))
-        return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-               strsignal(WTERMSIG(status)) + ")";
+    if (WIFSIGNALED(status)) return "killed by " + signal_name(WTERMSIG(status));
     return "status " + std::to_string(status);
 }
 
@@ -101,6 +110,7 @@ struct LaunchOptions {
     std::string master_addr = "127.0.0.1";
     std::vector<std::string> worker_args;  // after the command
     std::string command = "train";         // the subcommand each worker runs
+    std::string run_folder;                // where rank 0 writes status.json; empty for bench
 };
 
 // The master port: --master-port, else a free one. nullopt (with the message printed) when the
@@ -202,15 +212,17 @@ struct JobFailure {
     bool killed = false;
 };
 
-// Collects the ranks that exited; on the first failure starts stopping the rest.
-void reap_ranks(std::vector<Child>& children, JobFailure& failure) {
+// Collects the ranks that exited; on the first failure starts stopping the rest. `stopping`: a
+// SIGINT/SIGTERM was forwarded, so a rank that ends with exit code 130 stopped as asked.
+void reap_ranks(std::vector<Child>& children, JobFailure& failure, bool stopping) {
     for (auto& c : children) {
         if (c.exited) continue;
         int st = 0;
         if (::waitpid(c.pid, &st, WNOHANG) != c.pid) continue;
         c.exited = true;
         c.status = st;
-        const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        const bool ok = WIFEXITED(st) &&
+                        (WEXITSTATUS(st) == 0 || (stopping && WEXITSTATUS(st) == kExitInterrupted));
         if (ok || failure.rank >= 0) continue;
         failure.rank = c.rank;
         failure.status = st;
@@ -223,6 +235,40 @@ void reap_ranks(std::vector<Child>& children, JobFailure& failure) {
         signal_all(children, SIGKILL);
         failure.killed = true;
     }
+}
+
+// A rank that dies without a word (SIGKILL, a segfault) cannot mark its run: when rank 0's
+// status.json still says "running" with its pid, the launcher writes the final status itself.
+void write_final_status(const LaunchOptions& o, const std::vector<Child>& children,
+                        const JobFailure& failure) {
+    if (o.run_folder.empty() || o.node_rank != 0 || children.empty()) return;
+    const std::string path = run_folder::join(o.run_folder, run_folder::kStatusFile);
+    auto status = run_folder::read_record<run_folder::RunStatus>(path);
+    if (!status || status->state != run_folder::RunStatus::kRunning ||
+        status->pid != children.front().pid)
+        return;
+    status->state = run_folder::RunStatus::kFailed;
+    status->reason = "rank " + std::to_string(failure.rank) + " " + describe_status(failure.status);
+    status->updated_at = run_folder::iso_time_now();
+    try {
+        run_folder::write_record(path, *status, run_folder::WhenFull::overwrite_in_place);
+    } catch (const std::exception& e) {
+        std::cerr << "lathe-engine launch: " << e.what() << "\n";
+    }
+}
+
+// "final checkpoint saved at step N" after a stop by signal, from the run's own files.
+std::string stop_summary(const LaunchOptions& o) {
+    if (o.run_folder.empty()) return {};
+    const auto status = run_folder::read_record<run_folder::RunStatus>(
+        run_folder::join(o.run_folder, run_folder::kStatusFile));
+    const auto saved = checkpoint::Checkpointer::complete_checkpoints(o.run_folder);
+    if (saved.empty()) return "; no checkpoint saved";
+    if (status && status->step == saved.back().step)
+        return "; final checkpoint saved at step " + std::to_string(saved.back().step);
+    return "; latest checkpoint: step " + std::to_string(saved.back().step) +
+           (status && status->step >= 0 ? " (stopped at step " + std::to_string(status->step) + ")"
+                                        : std::string());
 }
 
 int run_launcher(const LaunchOptions& o) {
@@ -247,6 +293,7 @@ int run_launcher(const LaunchOptions& o) {
         children.push_back(std::move(*child));
     }
     JobFailure failure;
+    int forwarded = 0;  // the first SIGINT/SIGTERM passed on to the ranks
     auto running = [&] {
         return std::any_of(children.begin(), children.end(),
                            [](const Child& c) { return !c.exited || c.fd >= 0; });
@@ -255,17 +302,52 @@ int run_launcher(const LaunchOptions& o) {
         if (g_forward_signal) {
             const int sig = g_forward_signal;
             g_forward_signal = 0;
+            if (forwarded == 0) forwarded = sig;
             signal_all(children, sig);
         }
         pump_output(children);
-        reap_ranks(children, failure);
+        reap_ranks(children, failure, forwarded != 0);
+    }
+    if (failure.rank < 0 && forwarded != 0) {
+        std::cerr << "lathe-engine launch: stopped by " << signal_name(forwarded) << stop_summary(o)
+                  << "\n";
+        return kExitInterrupted;
     }
     if (failure.rank < 0) return kExitOk;
+    write_final_status(o, children, failure);
     std::cerr << "lathe-engine launch: job failed: rank " << failure.rank << " "
               << describe_status(failure.status) << "\n";
     if (WIFEXITED(failure.status) && WEXITSTATUS(failure.status) == kExitInterrupted)
         return kExitInterrupted;
+    if (WIFEXITED(failure.status) && WEXITSTATUS(failure.status) == kExitUsage)
+        return kExitUsage;  // a config the ranks refused (a model that does not fit)
     return kExitFailure;
+}
+
+// The value of an integer option, within its range: std::invalid_argument naming the option,
+// the range and the value otherwise.
+int int_option(const std::string& name, const std::string& value) {
+    // launch.nproc (ranks on a node times nodes) is at most 1024; port 0 picks a free one.
+    int lo = 1, hi = 1024;
+    std::string alternatives;
+    if (name == "--nproc" || name == "--nproc-per-node") {
+        alternatives = ", gpu or auto";
+    } else if (name == "--node-rank") {
+        lo = 0;
+        hi = 1023;
+    } else if (name == "--master-port") {
+        lo = 0;
+        hi = 65535;
+    }
+    int v = 0;
+    const char* end = value.data() + value.size();
+    const auto [stop, ec] = std::from_chars(value.data(), end, v);
+    if (ec != std::errc() || stop != end || v < lo || v > hi) {
+        throw std::invalid_argument(name + " must be an integer from " + std::to_string(lo) +
+                                    " to " + std::to_string(hi) + alternatives + " (got '" + value +
+                                    "')");
+    }
+    return v;
 }
 
 }  // namespace
@@ -296,9 +378,7 @@ int cmd_launch(const Args& args) {
                     throw std::invalid_argument(name + " gpu: no CUDA device is visible");
                 out = std::max(1, gpus);
             } else {
-                std::size_t pos = 0;
-                out = std::stoi(value, &pos);
-                if (pos != value.size()) throw std::invalid_argument(name + " must be an integer");
+                out = int_option(name, value);
             }
             return true;
         };
@@ -329,15 +409,17 @@ int cmd_launch(const Args& args) {
         return kExitUsage;
     }
     o.worker_args = rest;
+    o.run_folder = resolve_save_folder(loaded.config, p.option("--runs-dir"));
     return run_launcher(o);
 }
 
 int launch_from_train(const config::ExperimentConfig& cfg, const Args& args,
-                      const std::string& command) {
+                      const std::string& command, const std::string& run_folder) {
     LaunchOptions o;
     o.nproc = static_cast<int>(cfg.launch.nproc);
     o.worker_args = args;
     o.command = command;
+    o.run_folder = run_folder;
     return run_launcher(o);
 }
 

@@ -4,6 +4,7 @@
 #include "engine/checkpoint/resume.h"
 #include "engine/cli/cli.h"
 #include "engine/config/io.h"
+#include "engine/config/memory_estimate.h"
 #include "engine/data/data_loader.h"
 #include "engine/distributed/env.h"
 #include "engine/run_folder/file_io.h"
@@ -16,8 +17,11 @@
 #include "engine/util/log.h"
 #include "engine/util/torch_info.h"
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -46,6 +50,52 @@ std::string human(double v) {
     return buf;
 }
 
+// Free memory of `device` in bytes: CUDA's free figure for the device; on the CPU MemAvailable,
+// or what the cgroup still allows when that is less. 0 when unknown (then nothing is checked).
+int64_t free_memory(const torch::Device& device) {
+    if (device.is_cuda()) {
+        // From the CUDA runtime LibTorch has loaded (linking it here would tie the executable to
+        // one CUDA major version); cudaSuccess is 0.
+        using MemGetInfo = int (*)(size_t*, size_t*);
+        auto get = reinterpret_cast<MemGetInfo>(::dlsym(RTLD_DEFAULT, "cudaMemGetInfo"));
+        size_t free = 0, total = 0;
+        if (get && get(&free, &total) == 0) return static_cast<int64_t>(free);
+        return 0;
+    }
+    int64_t available = 0;
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    std::string unit;
+    while (meminfo >> key >> kib >> unit) {
+        if (key == "MemAvailable:") available = kib * 1024;
+    }
+    int64_t limit = 0, used = 0;
+    std::ifstream max_file("/sys/fs/cgroup/memory.max"),
+        current_file("/sys/fs/cgroup/memory.current");
+    if ((max_file >> limit) && (current_file >> used) && limit > used &&
+        (available == 0 || limit - used < available))
+        available = limit - used;
+    return available;
+}
+
+// Refuses (exit 2, on every rank) a model whose parameters, gradients and optimizer state alone
+// exceed the device's free memory, before anything is allocated.
+bool model_fits(const config::ExperimentConfig& cfg, dist::Environment& env) {
+    const auto estimate = config::estimate_training_memory(cfg, env.world_size());
+    const int64_t sharing = env.device().is_cuda() ? 1 : env.world().local_world_size;
+    std::string refusal =
+        config::memory_refusal(estimate, free_memory(env.device()), env.device().str(), sharing);
+    auto refused = torch::tensor({static_cast<int64_t>(refusal.empty() ? 0 : 1)});
+    env.cpu_group().all_reduce(refused, dist::ReduceOp::max);
+    if (refused.item<int64_t>() == 0) {
+        log::info("memory: {}", estimate.describe());
+        return true;
+    }
+    log::error("{}", refusal.empty() ? "the model does not fit on another rank's device" : refusal);
+    return false;
+}
+
 }  // namespace
 
 int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
@@ -68,6 +118,10 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         log_file = run_folder::join(folder, run_folder::rank_log_file(rank));
     }
     log::setup(rank, dist::should_log(env->world(), cfg.launch.log_filter_type), log_file);
+    if (!model_fits(cfg, *env)) {
+        dist::teardown_training_environment(*env);
+        return kExitUsage;
+    }
 
     auto split = data::build_split(cfg.dataset, cfg.model.vocab_size);
     train::TransformerTrainModule tm(cfg, *env);

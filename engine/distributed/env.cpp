@@ -10,7 +10,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 namespace lathe::dist {
@@ -21,6 +27,41 @@ std::optional<std::string> env(const char* name) {
     const char* v = std::getenv(name);
     if (!v || !*v) return std::nullopt;
     return std::string(v);
+}
+
+// The rendezvous store's listening socket on rank 0, bound to MASTER_ADDR's address only (c10d's
+// own server listens on every interface, IPv4 and IPv6, which exposes the store to the network
+// even for a single-node job on 127.0.0.1). Returns the fd for TCPStoreOptions::masterListenFd,
+// or nullopt when MASTER_ADDR is not an address of this machine (a NAT or a name that resolves
+// elsewhere): c10d then listens as it always has.
+std::optional<int> listen_on_master_addr(const std::string& addr, int port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found) != 0)
+        return std::nullopt;
+    std::optional<int> out;
+    for (addrinfo* a = found; a && !out; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        const int one = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 2048) == 0) {
+            out = fd;
+        } else {
+            const int err = errno;
+            ::close(fd);
+            if (err == EADDRINUSE) {
+                ::freeaddrinfo(found);
+                throw Error("rendezvous port " + addr + ":" + std::to_string(port) +
+                            " is already in use");
+            }
+        }
+    }
+    ::freeaddrinfo(found);
+    return out;
 }
 
 int env_int(const char* name, const std::string& value) {
@@ -247,6 +288,7 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
         so.numWorkers = w.world_size;
         so.timeout = opts.timeout;
         so.waitWorkers = true;
+        if (so.isServer) so.masterListenFd = listen_on_master_addr(w.master_addr, w.master_port);
         try {
             e->store_ = c10::make_intrusive<c10d::TCPStore>(w.master_addr, so);
         } catch (const std::exception& ex) {

@@ -69,6 +69,24 @@ QMap<QString, QVector<float>> read_tensors(const QString& path) {
     return out;
 }
 
+// The local addresses listening on TCP `port` (/proc/net/tcp and tcp6, state 0A), as the kernel
+// writes them: "0100007F" is 127.0.0.1, "00000000" every IPv4 interface, 32 zeros every IPv6 one.
+QStringList listeners(int port) {
+    QStringList out;
+    const QString hexPort = QString("%1").arg(port, 4, 16, QChar('0')).toUpper();
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        QFile f(table);
+        if (!f.open(QIODevice::ReadOnly)) continue;
+        for (const auto& line : QString::fromLatin1(f.readAll()).split('\n').mid(1)) {
+            const auto cols = line.simplified().split(' ');
+            if (cols.size() < 4 || cols[3] != "0A") continue;
+            const auto local = cols[1].split(':');
+            if (local.size() == 2 && local[1] == hexPort) out << local[0];
+        }
+    }
+    return out;
+}
+
 QStringList common(const QString& run) {
     return {"tiny", "run_name=" + run, "launch.num_threads=1",
             "trainer.metrics_collect_interval=1"};
@@ -221,10 +239,13 @@ private Q_SLOTS:
         p.start(engine_path(), QStringList{"launch", "--nproc", "2"} + common("killme") +
                                    QStringList{"trainer.max_duration=100000steps"});
         QVERIFY(p.waitForStarted());
-        // Wait until training runs, then SIGKILL rank 1.
+        // Wait until training runs, then SIGKILL rank 0: it cannot mark its run itself.
         QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(folder("killme") + "/metrics.jsonl"), 60000);
         qint64 victim = -1;
-        QTRY_VERIFY_WITH_TIMEOUT((victim = find_rank_pid("run_name=killme", 1)) > 0, 30000);
+        QTRY_VERIFY_WITH_TIMEOUT((victim = find_rank_pid("run_name=killme", 0)) > 0, 30000);
+        QTRY_COMPARE_WITH_TIMEOUT(
+            read_json(folder("killme") + "/status.json").value("state").toString(),
+            QString("running"), 30000);
         QElapsedTimer t;
         t.start();
         ::kill(static_cast<pid_t>(victim), SIGKILL);
@@ -232,8 +253,13 @@ private Q_SLOTS:
         QVERIFY2(t.elapsed() < 30000, "launcher took more than 30 s");
         QString out = QString::fromUtf8(p.readAll());
         QVERIFY(p.exitCode() != 0);
-        QVERIFY2(out.contains("rank 1 failed (killed by signal 9"), qPrintable(out.right(2000)));
+        QVERIFY2(out.contains("rank 0 failed (killed by SIGKILL)"), qPrintable(out.right(2000)));
         QTRY_COMPARE_WITH_TIMEOUT(count_processes("run_name=killme"), 0, 5000);
+        // The launcher wrote the final status that rank 0 could not.
+        const QJsonObject status = read_json(folder("killme") + "/status.json");
+        QCOMPARE(status.value("state").toString(), QString("failed"));
+        QCOMPARE(status.value("reason").toString(), QString("rank 0 killed by SIGKILL"));
+        QCOMPARE(status.value("pid").toInteger(), victim);
     }
 
     void rankRaisesAtStep() {
@@ -375,15 +401,31 @@ private Q_SLOTS:
         e.insert("LATHE_RUNS_DIR", dir_.path());
         p.setProcessEnvironment(e);
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(engine_path(), QStringList{"launch", "--nproc", "2"} + common("sigint") +
-                                   QStringList{"trainer.max_duration=100000steps"});
+        QTcpServer probe;  // a free port, closed again before the launch
+        QVERIFY(probe.listen(QHostAddress::LocalHost));
+        const int port = probe.serverPort();
+        probe.close();
+        p.start(engine_path(),
+                QStringList{"launch", "--nproc", "2", "--master-port", QString::number(port)} +
+                    common("sigint") + QStringList{"trainer.max_duration=100000steps"});
         QVERIFY(p.waitForStarted());
         QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(folder("sigint") + "/metrics.jsonl"), 60000);
+        // The rendezvous store of a single-node job listens on loopback only, not on every
+        // interface (MASTER_ADDR is 127.0.0.1).
+        const QStringList bound = listeners(port);
+        QVERIFY2(bound == QStringList{"0100007F"}, qPrintable(bound.join(", ")));
         ::kill(static_cast<pid_t>(p.processId()), SIGINT);
         QVERIFY(p.waitForFinished(60000));
         QString out = QString::fromUtf8(p.readAll());
         QCOMPARE(p.exitCode(), 130);
         QVERIFY2(out.contains("Stopped 'sigint'"), qPrintable(out.right(2000)));
+        // A clean stop is not reported as a failure.
+        QVERIFY2(out.contains(QRegularExpression(
+                     "stopped by SIGINT; final checkpoint saved at step [1-9][0-9]*\n")),
+                 qPrintable(out.right(2000)));
+        QVERIFY2(!out.contains("job failed") && !out.contains("failed (exit code 130)") &&
+                     !out.contains("terminating the other ranks"),
+                 qPrintable(out.right(2000)));
         // The final checkpoint of the interrupted run is complete.
         bool final_ok = false;
         for (const auto& s : QDir(folder("sigint")).entryList({"step*"}, QDir::Dirs)) {
