@@ -1,6 +1,7 @@
 // Model and schedule maths in-process: preset shapes and parameter counts, causality, RoPE and
 // RMSNorm against hand-computed cases, FLOPs and scheduler values. (Data: tests/engine/data.)
 #include "engine/config/io.h"
+#include "engine/config/memory_estimate.h"
 #include "engine/model/transformer.h"
 #include "engine/train/scheduler.h"
 
@@ -16,13 +17,12 @@ config::ModelConfig preset_model(const std::string& name) {
     return config::load_or_throw(name).model;
 }
 
-// OLMo-core's parameter count, from the dimensions alone (TransformerConfig.num_params).
+// The parameter count from the dimensions alone (config::estimate_training_memory, which `train`
+// checks against free memory), as OLMo-core's TransformerConfig.num_params counts it.
 int64_t expected_params(const config::ModelConfig& m) {
-    const int64_t d = m.d_model, hd = m.resolved_head_dim(), h = m.n_heads, kv = m.kv_heads(),
-                  ffn = m.hidden_size();
-    int64_t attn = d * h * hd + 2 * d * kv * hd + h * hd * d + (m.qk_norm ? h * hd + kv * hd : 0);
-    int64_t block = attn + 3 * d * ffn + 2 * d;
-    return m.vocab_size * d + m.n_layers * block + d + d * m.vocab_size;
+    config::ExperimentConfig cfg;
+    cfg.model = m;
+    return config::estimate_training_memory(cfg, 1).parameters;
 }
 
 }  // namespace

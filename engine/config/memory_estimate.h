@@ -1,0 +1,35 @@
+// What a config needs in memory before its first step, from the config alone (torch-free): the
+// parameters, their gradients and AdamW's two moments, per rank (sharded under FSDP). A lower
+// bound: activations and the allocator's slack come on top. `validate` prints it; `train` checks
+// it against the device's free memory before allocating anything.
+#pragma once
+
+#include "engine/config/config.h"
+
+#include <cstdint>
+#include <string>
+
+namespace lathe::config {
+
+struct MemoryEstimate {
+    int64_t parameters = 0;      ///< exactly what the model will have
+    int64_t bytes_per_rank = 0;  ///< parameters + gradients + AdamW state on one rank
+    int64_t world_size = 1;
+    bool sharded = false;  ///< FSDP: divided over the ranks
+
+    /// "2.31 GiB per rank (150.0M parameters x 16 bytes: weights, gradients, AdamW's two moments)".
+    std::string describe() const;
+};
+
+/// The estimate for `cfg` trained on `world_size` ranks.
+MemoryEstimate estimate_training_memory(const ExperimentConfig& cfg, int64_t world_size);
+
+/// "1.50 GiB", "512.0 MiB", "12.0 KiB".
+std::string human_bytes(double bytes);
+
+/// Empty when the estimate fits in `available_bytes` (free memory of the device, shared by
+/// `ranks_sharing` ranks on it); otherwise why not, with both figures and the fields to change.
+std::string memory_refusal(const MemoryEstimate& estimate, int64_t available_bytes,
+                           const std::string& device, int64_t ranks_sharing);
+
+}  // namespace lathe::config
