@@ -6,12 +6,14 @@
 #include "ui/config/config_editor.h"
 #include "ui/control/run_controller.h"
 #include "ui/main_window.h"
+#include "ui/util/unix_signals.h"
 
 #include <QApplication>
 #include <QMessageBox>
 #include <QProcess>
 #include <QTimer>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -76,6 +78,12 @@ int main(int argc, char** argv) {
         if (!window.editor()->openFile(args.at(1), &error))
             QMessageBox::warning(&window, QObject::tr("Open config"), error);
     }
+    // SIGTERM/SIGINT quit as the Quit action does: engines stopped, control folder removed.
+    lathe::ui::UnixSignalNotifier unixSignals({SIGINT, SIGTERM});
+    QObject::connect(
+        &unixSignals, &lathe::ui::UnixSignalNotifier::received, &window, [&window](int s) {
+            window.quitGracefully(QString::fromLatin1(s == SIGINT ? "SIGINT" : "SIGTERM"));
+        });
     window.show();
     if (smoke) QTimer::singleShot(0, &window, [&window] { QApplication::exit(smokeTest(window)); });
     return app.exec();

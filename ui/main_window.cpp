@@ -35,6 +35,7 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QStyle>
+#include <QTimer>
 #include <QToolBar>
 #include <QUndoStack>
 #include <QVBoxLayout>
@@ -590,10 +591,28 @@ void MainWindow::updateTitle() {
     setWindowModified(!editor_->undoStack()->isClean());
 }
 
+void MainWindow::quitGracefully(const QString& why) {
+    quitApplication_ = true;
+    if (!run_->isActive()) {
+        close();
+        return;
+    }
+    if (closeAfterRun_) {  // asked again while stopping: do not wait any longer
+        statusBar()->showMessage(tr("%1 again: killing the engine").arg(why));
+        run_->kill();
+        return;
+    }
+    statusBar()->showMessage(
+        tr("%1: stopping the engine (final checkpoint), then quitting").arg(why));
+    closeAfterRun_ = true;
+    if (run_->state() != RunController::State::Stopping) run_->requestStop(true);
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
     if (!run_->isActive()) {
         saveLayout();
         event->accept();
+        if (quitApplication_) QTimer::singleShot(0, qApp, &QCoreApplication::quit);
         return;
     }
     if (closeAfterRun_) {  // already stopping on the way out

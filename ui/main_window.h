@@ -87,6 +87,10 @@ public Q_SLOTS:
     bool editResume(const QString& checkpoint);
     /// Opens a window overlaying the runs' curves, with their config differences.
     CompareView* compareRuns(const QStringList& runDirs);
+    /// Quits as the Quit action's default does, without asking (SIGTERM, SIGINT): a running
+    /// engine is stopped with a final checkpoint first; called again, the engine is killed. The
+    /// application then quits, so its control folder is removed.
+    void quitGracefully(const QString& why);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -133,6 +137,7 @@ private:
     QLabel* progressText_ = nullptr;
     QLabel* speed_ = nullptr;
     bool closeAfterRun_ = false;
+    bool quitApplication_ = false;  // quitGracefully(): quit the application once closed
 };
 
 }  // namespace lathe::ui

@@ -1,17 +1,22 @@
 // The assembled window against the fake engine: Start, live metrics into the plots, Checkpoint,
-// Stop, state label and progress, and a screenshot (to $LATHE_SCREENSHOT when set).
+// Stop, state label and progress, a screenshot (to $LATHE_SCREENSHOT when set), and SIGTERM
+// quitting as the Quit action does.
 #include "ui/main_window.h"
 
 #include "ui/config/config_editor.h"
 #include "ui/logs/log_model.h"
 #include "ui/plots/metric_store.h"
 #include "ui/plots/plot_panel.h"
+#include "ui/util/unix_signals.h"
 
 #include <QAction>
 #include <QLabel>
 #include <QProgressBar>
 #include <QSpinBox>
 #include <QtTest>
+
+#include <csignal>
+#include <memory>
 
 using lathe::ui::MainWindow;
 using State = lathe::ui::RunController::State;
@@ -79,6 +84,35 @@ private Q_SLOTS:
             sawCheckpoint |=
                 w.logModel()->entry(i).message.contains(QStringLiteral("checkpoint of step"));
         QVERIFY(sawCheckpoint);
+    }
+
+    // SIGTERM while a run is going: the engine is stopped with a final checkpoint, the window
+    // closes, and once it is gone so is its /tmp/lathe-* control folder (as with Quit).
+    void sigtermQuitsGracefully() {
+        qputenv("LATHE_FAKE_MODE", "normal");
+        qputenv("LATHE_FAKE_STEPS", "100000");
+        qputenv("LATHE_FAKE_STEP_MS", "25");
+        auto w = std::make_unique<MainWindow>();
+        w->show();
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        lathe::ui::UnixSignalNotifier unixSignals({SIGTERM});
+        QString why;
+        connect(&unixSignals, &lathe::ui::UnixSignalNotifier::received, w.get(), [&](int s) {
+            why = s == SIGTERM ? QStringLiteral("SIGTERM") : QStringLiteral("other");
+            w->quitGracefully(why);
+        });
+        w->startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w->stateLabel()->text(), QStringLiteral("running"), 20000);
+        const QString controlDir = QFileInfo(w->run()->socketPath()).absolutePath();
+        QVERIFY(controlDir.contains(QStringLiteral("lathe-")));
+        QVERIFY(QFileInfo::exists(controlDir));
+        ::raise(SIGTERM);
+        QTRY_COMPARE(why, QStringLiteral("SIGTERM"));
+        QTRY_VERIFY_WITH_TIMEOUT(!w->run()->isActive(), 20000);
+        QTRY_VERIFY(!w->isVisible());
+        QCOMPARE(w->stateLabel()->text(), QStringLiteral("finished"));  // stopped, not killed
+        w.reset();
+        QVERIFY2(!QFileInfo::exists(controlDir), qPrintable(controlDir));
     }
 };
 
