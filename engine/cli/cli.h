@@ -22,6 +22,7 @@ int cmd_train(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_inspect(const Args& args);
 int cmd_launch(const Args& args);
+int cmd_lr_schedule(const Args& args);
 
 }  // namespace lathe::cli
 

@@ -1,9 +1,12 @@
-// schema, validate, config, presets: the torch-free subcommands.
+// schema, validate, config, presets, lr-schedule: the torch-free subcommands.
 #include "engine/cli/cli.h"
 #include "engine/config/io.h"
 #include "engine/config/memory_estimate.h"
+#include "engine/train/scheduler.h"
 
+#include <cstdio>
 #include <iostream>
+#include <sstream>
 
 namespace lathe::cli {
 
@@ -111,6 +114,94 @@ int cmd_config(const Args& args) {
     }
     std::cout << config::dump_document(config::to_json(loaded.config),
                                        fmt == "yaml" ? config::Format::yaml : config::Format::json);
+    return kExitOk;
+}
+
+int cmd_lr_schedule(const Args& args) {
+    auto p = parse_args(args, {"--t-max", "--points", "--at"}, {"--json"});
+    auto usage = [&](const std::string& why) {
+        std::cerr << "lathe-engine lr-schedule: " << why
+                  << "\nusage: lathe-engine lr-schedule [CONFIG] [a.b=value ...] [--t-max N] "
+                     "[--points N | --at A,B,...] [--json]\n";
+        return kExitUsage;
+    };
+    for (const auto& e : p.errors) return usage(e);
+    auto loaded = config::load(p.spec, p.overrides);
+    if (!loaded.ok()) {
+        for (const auto& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
+        return kExitUsage;
+    }
+    const auto& c = loaded.config;
+    const auto& sch = c.train_module.scheduler;
+    const bool tokens = sch.units == config::SchedulerUnits::tokens;
+    const int64_t batch = c.data_loader.global_batch_size;
+    auto parse_int = [](const std::string& s, int64_t& out) {
+        try {
+            std::size_t used = 0;
+            out = std::stoll(s, &used);
+            return used == s.size() && out >= 0;
+        } catch (const std::exception&) {
+            return false;
+        }
+    };
+    // The end of the schedule: the run's length in the scheduler's units, as the trainer has it.
+    int64_t t_max = 0;
+    if (p.has("--t-max")) {
+        if (!parse_int(p.option("--t-max"), t_max) || t_max < 1)
+            return usage("--t-max must be a positive integer");
+    } else {
+        const auto& d = c.trainer.max_duration;
+        if (d.unit == config::DurationUnit::epochs)
+            return usage(
+                "trainer.max_duration is in epochs, which depend on the data: give --t-max");
+        const int64_t steps =
+            d.unit == config::DurationUnit::steps ? d.value : (d.value + batch - 1) / batch;
+        t_max = tokens ? (d.unit == config::DurationUnit::tokens ? d.value : steps * batch) : steps;
+    }
+    std::vector<int64_t> at;
+    if (p.has("--at")) {
+        std::stringstream ss(p.option("--at"));
+        for (std::string item; std::getline(ss, item, ',');) {
+            int64_t v = 0;
+            if (!parse_int(item, v)) return usage("--at takes non-negative integers: " + item);
+            at.push_back(v);
+        }
+    } else {
+        int64_t n = 11;
+        if (p.has("--points") && (!parse_int(p.option("--points"), n) || n < 2))
+            return usage("--points must be an integer >= 2");
+        for (int64_t i = 0; i < n; ++i) at.push_back(t_max * i / (n - 1));
+    }
+    // The groups' peaks: each group override's LR, then optim.lr.
+    std::vector<std::pair<std::string, double>> groups;
+    for (std::size_t i = 0; i < c.train_module.optim.group_overrides.size(); ++i) {
+        const auto& g = c.train_module.optim.group_overrides[i];
+        if (g.lr) groups.emplace_back("group_overrides[" + std::to_string(i) + "]", *g.lr);
+    }
+    groups.emplace_back("optim.lr", c.train_module.optim.lr);
+    if (p.has("--json")) {
+        config::Json out{{"name", config::enum_to_string(sch.name)},
+                         {"units", config::enum_to_string(sch.units)},
+                         {"t_max", t_max},
+                         {"at", at}};
+        config::Json gs = config::Json::array();
+        for (const auto& [name, lr] : groups) {
+            config::Json lrs = config::Json::array();
+            for (int64_t x : at) lrs.push_back(train::scheduler_lr(sch, lr, x, t_max));
+            gs.push_back({{"group", name}, {"initial_lr", lr}, {"lr", lrs}});
+        }
+        out["groups"] = gs;
+        std::cout << out.dump() << "\n";
+        return kExitOk;
+    }
+    std::cout << config::enum_to_string(sch.name) << " over " << t_max << " "
+              << config::enum_to_string(sch.units) << " (peak " << groups.back().second << ")\n";
+    for (int64_t x : at) {
+        char line[96];
+        std::snprintf(line, sizeof line, "%12lld  %.6g\n", static_cast<long long>(x),
+                      train::scheduler_lr(sch, groups.back().second, x, t_max));
+        std::cout << line;
+    }
     return kExitOk;
 }
 

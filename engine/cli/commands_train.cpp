@@ -156,7 +156,7 @@ int cmd_bench(const Args& args) {
         t.add_callback("bench_timer", std::move(timer));
         flops_per_token =
             static_cast<double>(t.train_module().num_flops_per_token(cfg.dataset.sequence_length));
-        peak = train::measure_peak_flops(t.env().device(), train::compute_dtype(cfg));
+        peak = train::measure_mfu_peak(t.env().device(), train::compute_dtype(cfg));
         tokens_per_step = t.data_loader().global_batch_size();
         world = t.env().world_size();
     };
@@ -177,7 +177,7 @@ int cmd_bench(const Args& args) {
         {"flops_per_token", flops_per_token},
         {"achieved_gflops", achieved / 1e9},
         {"peak_gflops", peak / 1e9},
-        {"mfu", achieved / peak},
+        {"mfu", std::min(1.0, achieved / peak)},  // a fraction; above 1 the peak was measured low
         {"threads", torch::get_num_threads()},
         {"dtype", train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32"},
         {"callbacks", with_callbacks}};

@@ -23,6 +23,9 @@ Commands:
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
   presets                            list the built-in presets
+  lr-schedule [CONFIG] [...]         print the LR schedule at --points N (default 11) or --at A,B,...
+        [--t-max N] [--json]         positions, in the scheduler's units, up to t_max (default: the
+                                     run's length); --json adds every parameter group
   --version                          version, git revision, LibTorch version, CUDA support
 
 Overrides take the form a.b.c=value (OLMo-core's --a.b.c=value also works).
@@ -45,7 +48,7 @@ int main(int argc, char** argv) {
     const std::map<std::string, int (*)(const Args&)> commands = {
         {"schema", cmd_schema},   {"validate", cmd_validate}, {"config", cmd_config},
         {"presets", cmd_presets}, {"train", cmd_train},       {"bench", cmd_bench},
-        {"inspect", cmd_inspect}, {"launch", cmd_launch},
+        {"inspect", cmd_inspect}, {"launch", cmd_launch},     {"lr-schedule", cmd_lr_schedule},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

@@ -18,11 +18,13 @@
 #include "engine/util/torch_info.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 namespace lathe::cli {
@@ -36,6 +38,46 @@ std::string resolve_save_folder(const config::ExperimentConfig& cfg, const std::
 }
 
 namespace {
+
+// Every rank writes into the run folder (its log, its part of each checkpoint) and reads the
+// checkpoints back: the folder must be one that all ranks see. Across machines without a shared
+// filesystem each would see its own folder, and the first resume would find mixed checkpoints;
+// refused here instead, before any work. Rank 0 writes a random token that every rank reads back.
+void check_shared_folder(const std::string& folder, dist::Environment& env) {
+    const auto& group = env.cpu_group();
+    std::string token;
+    if (env.rank() == 0)
+        token = std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid());
+    token = group.broadcast_string(token);
+    const std::string marker =
+        run_folder::join(folder, std::string(run_folder::kLogsDir) + "/.shared-check-" + token);
+    if (env.rank() == 0) {
+        std::ofstream(marker) << token;
+    }
+    group.barrier();
+    std::string seen;
+    {
+        std::ifstream in(marker);
+        std::getline(in, seen);
+    }
+    auto mine = torch::tensor({seen == token ? 1 : 0}, torch::kInt64);
+    std::vector<torch::Tensor> all;
+    group.all_gather(all, mine);
+    if (env.rank() == 0) {
+        std::error_code ec;
+        fs::remove(marker, ec);
+    }
+    std::string blind;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+        if (all[r].item<int64_t>() == 0) blind += (blind.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (!blind.empty()) {
+        throw Error("the run folder " + folder + " is not shared by every rank: rank(s) " + blind +
+                    " cannot see the file rank 0 wrote there (machines without a shared "
+                    "filesystem?). Every rank writes its part of each checkpoint into it, so it "
+                    "must be on a filesystem all nodes mount (trainer.save_folder)");
+    }
+}
 
 std::string human(double v) {
     char buf[32];
@@ -105,6 +147,8 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     eo.device = cfg.launch.device;
     eo.num_threads = cfg.launch.num_threads;
     eo.log_filter_type = cfg.launch.log_filter_type;
+    eo.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(cfg.launch.timeout_minutes * 60'000.0 + 0.5));
     auto env = dist::prepare_training_environment(eo);
     const int rank = env->rank();
     const std::string folder = resolve_save_folder(cfg, opts.runs_dir);
@@ -115,6 +159,7 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         // started (run_status), so a start that fails leaves the run folder as it was.
         if (rank == 0) fs::create_directories(run_folder::join(folder, run_folder::kLogsDir));
         env->cpu_group().barrier();
+        if (env->distributed()) check_shared_folder(folder, *env);
         log_file = run_folder::join(folder, run_folder::rank_log_file(rank));
     }
     log::setup(rank, dist::should_log(env->world(), cfg.launch.log_filter_type), log_file);

@@ -19,7 +19,11 @@ LATHE_ENUM(MetricMergeStrategy, warn, latest, oldest, mean, sum, max, min)
 LATHE_ENUM(DataSource, builtin, text, numpy)
 LATHE_ENUM(TokenDType, uint16, uint32)
 LATHE_ENUM(DType, float32, bfloat16)
-LATHE_ENUM(SchedulerName, cos_with_warmup, linear_with_warmup, constant, constant_with_warmup)
+LATHE_ENUM(SchedulerName, cos_with_warmup, linear_with_warmup, constant, constant_with_warmup, wsd,
+           inv_sqrt_with_warmup, cos_with_warmup_and_linear_decay, half_cos_with_warmup, power_lr,
+           wsds, exponential, composable, sequential)
+LATHE_ENUM(ScheduleShape, linear, cosine)
+LATHE_ENUM(OptimizerName, adamw, skip_step_adamw, lion, skip_step_lion)
 LATHE_ENUM(SchedulerUnits, steps, tokens)
 LATHE_ENUM(DataParallelType, ddp, fsdp)
 LATHE_ENUM(CheckpointRemovalStrategy, ephemeral_only, all_non_permanent, never)
@@ -181,50 +185,225 @@ struct DataLoaderConfig {
     }
 };
 
-/// The optimizer: AdamW with OLMo-core's defaults (torch.optim.AdamW semantics).
-struct AdamWConfig {
-    double lr = 1e-3;
-    double beta1 = 0.9;
-    double beta2 = 0.999;
-    double eps = 1e-8;
-    double weight_decay = 0.01;
-    bool decay_embeddings = true;
-    bool decay_norms = true;
+/// One parameter group of OLMo-core's OptimGroupOverride: the parameters whose names match any of
+/// the globs get their own optimizer options (unset ones keep the optimizer's).
+struct OptimGroupOverride {
+    std::vector<std::string> params;
+    std::optional<double> lr;
+    std::optional<double> beta1;
+    std::optional<double> beta2;
+    std::optional<double> eps;
+    std::optional<double> weight_decay;
 
     template <class V>
     void visit(V& v) {
-        v.field("lr", lr, {"Peak learning rate.", Bounds::positive()});
-        v.field("beta1", beta1, {"AdamW first-moment decay.", Bounds::between(0.0, 1.0)});
-        v.field("beta2", beta2, {"AdamW second-moment decay.", Bounds::between(0.0, 1.0)});
-        v.field("eps", eps, {"AdamW epsilon.", Bounds::positive()});
-        v.field("weight_decay", weight_decay, {"Decoupled weight decay.", Bounds::at_least(0.0)});
-        v.field("decay_embeddings", decay_embeddings,
-                {"Apply weight decay to the embeddings.", {}});
-        v.field("decay_norms", decay_norms, {"Apply weight decay to the norm weights.", {}});
+        v.field(
+            "params", params,
+            {"Parameter-name globs (fnmatch), e.g. \"embeddings.*\" or \"*norm*\".", {}, "glob"});
+        v.field("lr", lr, {"Peak LR of this group; null keeps optim.lr.", Bounds::positive()});
+        v.field("beta1", beta1, {"null keeps optim.beta1.", Bounds::between(0.0, 1.0)});
+        v.field("beta2", beta2, {"null keeps optim.beta2.", Bounds::between(0.0, 1.0)});
+        v.field("eps", eps, {"null keeps optim.eps.", Bounds::positive()});
+        v.field("weight_decay", weight_decay,
+                {"null keeps optim.weight_decay; 0 disables decay for the group.",
+                 Bounds::at_least(0.0)});
     }
 };
 
-/// The learning-rate schedule over the run (OLMo-core's Scheduler classes).
-struct SchedulerConfig {
-    SchedulerName name = SchedulerName::cos_with_warmup;
-    SchedulerUnits units = SchedulerUnits::steps;
-    int64_t warmup = 100;
-    double alpha_f = 0.1;
-    std::optional<int64_t> t_max;
-    double warmup_min_lr = 0.0;
+/// The optimizer (OLMo-core's AdamWConfig, SkipStepAdamWConfig, LionConfig, SkipStepLionConfig):
+/// the options shared by all four, with OLMo-core's defaults per optimizer where they differ.
+struct OptimConfig {
+    OptimizerName name = OptimizerName::adamw;
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    std::optional<double> beta2;
+    double eps = 1e-8;
+    std::optional<double> weight_decay;
+    int64_t rolling_interval_length = 128;
+    int64_t sigma_factor = 6;
+    std::vector<OptimGroupOverride> group_overrides;
+    bool decay_embeddings = true;
+    bool decay_norms = true;
+
+    /// beta2 and weight_decay with OLMo-core's per-optimizer defaults filled in.
+    double resolved_beta2() const {
+        const bool lion = name == OptimizerName::lion || name == OptimizerName::skip_step_lion;
+        return beta2.value_or(lion ? 0.99 : 0.999);
+    }
+    double resolved_weight_decay() const {
+        const bool lion = name == OptimizerName::lion || name == OptimizerName::skip_step_lion;
+        return weight_decay.value_or(lion ? 0.0 : 0.01);
+    }
+    bool skips_steps() const {
+        return name == OptimizerName::skip_step_adamw || name == OptimizerName::skip_step_lion;
+    }
 
     template <class V>
     void visit(V& v) {
-        v.field("name", name, {"Learning-rate schedule.", {}});
-        v.field("units", units, {"Whether warmup and t_max count steps or tokens.", {}});
-        v.field("warmup", warmup, {"Length of the linear warmup.", Bounds::at_least(0)});
-        v.field(
-            "alpha_f", alpha_f,
-            {"Final LR as a fraction of the peak (cosine and linear).", Bounds::between(0.0, 1.0)});
-        v.field("t_max", t_max,
-                {"End of the decay; null means the end of training.", Bounds::at_least(1)});
+        v.field("name", name,
+                {"adamw (torch.optim.AdamW), skip_step_adamw, lion or skip_step_lion (OLMo-core's "
+                 "optimizers; the skip_step ones skip an update whose loss or grad norm is a "
+                 "spike).",
+                 {}});
+        v.field("lr", lr, {"Peak learning rate.", Bounds::positive()});
+        v.field("beta1", beta1, {"First-moment decay.", Bounds::between(0.0, 1.0)});
+        v.field("beta2", beta2,
+                {"Second-moment decay (Lion: momentum decay); null means 0.999 for AdamW, 0.99 "
+                 "for Lion.",
+                 Bounds::between(0.0, 1.0)});
+        v.field("eps", eps, {"AdamW epsilon (Lion has none).", Bounds::positive()});
+        v.field("weight_decay", weight_decay,
+                {"Decoupled weight decay; null means 0.01 for AdamW, 0 for Lion.",
+                 Bounds::at_least(0.0)});
+        v.field("rolling_interval_length", rolling_interval_length,
+                {"skip_step optimizers: steps of loss and grad-norm history they compare with.",
+                 Bounds::at_least(2)});
+        v.field("sigma_factor", sigma_factor,
+                {"skip_step optimizers: skip when above the mean by this many std.",
+                 Bounds::at_least(1)});
+        v.field("group_overrides", group_overrides,
+                {"Parameter groups with their own options (groups 0, 1, ...); the parameters no "
+                 "glob matches form the last group. A glob must match, and a parameter may match "
+                 "one group only.",
+                 {}});
+        v.field("decay_embeddings", decay_embeddings,
+                {"Apply weight decay to the embeddings (false: a group override \"embeddings.*\" "
+                 "with weight_decay 0).",
+                 {}});
+        v.field("decay_norms", decay_norms,
+                {"Apply weight decay to the norm weights (false: a group override \"*norm*\" "
+                 "with weight_decay 0).",
+                 {}});
+    }
+};
+
+/// One stage of the composable scheduler: from its start LR to its end LR over `duration`.
+struct ScheduleStage {
+    int64_t duration = 1;
+    ScheduleShape shape = ScheduleShape::linear;
+    std::optional<double> start_lr;
+    std::optional<double> start_lr_fraction;
+    std::optional<double> end_lr;
+    std::optional<double> end_lr_fraction;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("duration", duration, {"Length of the stage.", Bounds::at_least(1)});
+        v.field("shape", shape, {"linear or cosine interpolation.", {}});
+        v.field("start_lr", start_lr,
+                {"LR at the start; null (with no fraction) continues from the previous stage.",
+                 Bounds::at_least(0.0)});
+        v.field("start_lr_fraction", start_lr_fraction,
+                {"LR at the start as a fraction of the peak.", Bounds::at_least(0.0)});
+        v.field("end_lr", end_lr, {"LR at the end (or end_lr_fraction).", Bounds::at_least(0.0)});
+        v.field("end_lr_fraction", end_lr_fraction,
+                {"LR at the end as a fraction of the peak.", Bounds::at_least(0.0)});
+    }
+};
+
+/// A late decay that replaces the composable or sequential schedule from `start` on.
+struct OverrideDecay {
+    int64_t start = 0;
+    int64_t duration = 1;
+    ScheduleShape shape = ScheduleShape::linear;
+    std::optional<double> end_lr;
+    std::optional<double> end_lr_fraction = 0.0;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("start", start, {"Where the override begins.", Bounds::at_least(0)});
+        v.field("duration", duration, {"Length of the decay.", Bounds::at_least(1)});
+        v.field("shape", shape, {"linear or cosine.", {}});
+        v.field("end_lr", end_lr, {"LR at the end (or end_lr_fraction).", Bounds::at_least(0.0)});
+        v.field("end_lr_fraction", end_lr_fraction,
+                {"LR at the end as a fraction of the peak.", Bounds::at_least(0.0)});
+    }
+};
+
+/// One schedule's parameters (OLMo-core's Scheduler classes, by `name`). Each schedule reads the
+/// fields it names; the others are ignored. Also the element type of `sequential`'s list.
+struct ScheduleParams {
+    SchedulerName name = SchedulerName::cos_with_warmup;
+    std::optional<int64_t> warmup = 100;
+    std::optional<double> warmup_fraction;
+    double warmup_min_lr = 0.0;
+    double alpha_f = 0.1;
+    std::optional<int64_t> t_max;
+    std::optional<int64_t> decay;
+    std::optional<double> decay_fraction = 0.1;
+    double decay_min_lr = 0.0;
+    double b = -0.51;
+    double lr_min = 1e-9;
+    std::vector<int64_t> period_lengths;
+    std::vector<double> period_lr_multipliers;
+    std::vector<ScheduleStage> stages;
+    std::optional<OverrideDecay> override_decay;
+
+    template <class V>
+    void visit(V& v) {
+        visit_fields(v, [](V&) {});
+    }
+    /// Visits name, then `after_name(v)`, then the parameters.
+    template <class V, class F>
+    void visit_fields(V& v, F&& after_name) {
+        v.field("name", name, {"Learning-rate schedule (OLMo-core's scheduler names).", {}});
+        after_name(v);
+        v.field("warmup", warmup,
+                {"Length of the linear warmup; set it or warmup_fraction, not both.",
+                 Bounds::at_least(0)});
+        v.field("warmup_fraction", warmup_fraction,
+                {"Warmup as a fraction of the run (of the first period for wsds).",
+                 Bounds::between(0.0, 1.0)});
         v.field("warmup_min_lr", warmup_min_lr,
                 {"LR at the start of the warmup.", Bounds::at_least(0.0)});
+        v.field("alpha_f", alpha_f,
+                {"Final LR as a fraction of the peak (cosine, linear, inv_sqrt).",
+                 Bounds::between(0.0, 1.0)});
+        v.field("t_max", t_max,
+                {"End of the cosine or linear decay; null means the end of training.",
+                 Bounds::at_least(1)});
+        v.field("decay", decay,
+                {"Length of the final linear decay (wsd, wsds, power_lr, "
+                 "cos_with_warmup_and_linear_decay); set it or decay_fraction, not both.",
+                 Bounds::at_least(0)});
+        v.field("decay_fraction", decay_fraction,
+                {"The final decay as a fraction of the run (of each period for wsds).",
+                 Bounds::between(0.0, 1.0)});
+        v.field("decay_min_lr", decay_min_lr,
+                {"LR at the end of the final decay.", Bounds::at_least(0.0)});
+        v.field("b", b, {"power_lr: exponent of the power law (negative).", {}});
+        v.field(
+            "lr_min", lr_min,
+            {"exponential: LR at the start, growing to the peak at the end.", Bounds::positive()});
+        v.field(
+            "period_lengths", period_lengths,
+            {"wsds: length of each period (warmup included in the first).", Bounds::at_least(1)});
+        v.field(
+            "period_lr_multipliers", period_lr_multipliers,
+            {"wsds: peak LR multiplier per period; empty means 1 for all.", Bounds::positive()});
+        v.field("stages", stages, {"composable: the stages, in order.", {}});
+        v.field(
+            "override_decay", override_decay,
+            {"composable, sequential: a decay that takes over from `start`; null disables.", {}});
+    }
+};
+
+/// The learning-rate schedule over the run, evaluated at (current, t_max) in steps or tokens.
+struct SchedulerConfig : ScheduleParams {
+    SchedulerUnits units = SchedulerUnits::steps;
+    std::vector<ScheduleParams> schedulers;
+    std::vector<int64_t> schedulers_max;
+
+    template <class V>
+    void visit(V& v) {
+        visit_fields(v, [this](V& vv) {
+            vv.field("units", units,
+                     {"Whether warmup, decay and t_max count steps or tokens.", {}});
+        });
+        v.field("schedulers", schedulers,
+                {"sequential: the schedules run one after another (none of them sequential).", {}});
+        v.field("schedulers_max", schedulers_max,
+                {"sequential: how long each schedule but the last runs.", Bounds::at_least(1)});
     }
 };
 
@@ -253,7 +432,7 @@ struct DataParallelConfig {
 struct TrainModuleConfig {
     int64_t rank_microbatch_size = 1024;
     int64_t max_sequence_length = 64;
-    AdamWConfig optim;
+    OptimConfig optim;
     SchedulerConfig scheduler;
     std::optional<double> max_grad_norm = 1.0;
     std::optional<double> z_loss_multiplier;
@@ -268,7 +447,7 @@ struct TrainModuleConfig {
                  Bounds::at_least(1)});
         v.field("max_sequence_length", max_sequence_length,
                 {"Longest sequence the model will see.", Bounds::at_least(2)});
-        v.field("optim", optim, {"AdamW optimizer."});
+        v.field("optim", optim, {"The optimizer and its parameter groups."});
         v.field("scheduler", scheduler, {"Learning-rate scheduler."});
         v.field("max_grad_norm", max_grad_norm,
                 {"Clip the total gradient norm to this; null disables.", Bounds::positive()});
@@ -297,7 +476,9 @@ struct ConsoleLoggerConfig {
     void visit(V& v) {
         v.field("enabled", enabled, {"Print progress and metrics to the console.", {}});
         v.field("log_interval", log_interval,
-                {"Steps between progress lines.", Bounds::at_least(1)});
+                {"Steps between progress lines (step, percent, ETA), printed on steps without a "
+                 "metrics line.",
+                 Bounds::at_least(1)});
         v.field("metrics_log_interval", metrics_log_interval,
                 {"Steps between metric lines; null means trainer.metrics_collect_interval.",
                  Bounds::at_least(1)});
@@ -482,7 +663,6 @@ struct TrainerConfig {
     bool save_overwrite = false;
     Duration max_duration = Duration::epochs(1);
     std::optional<Duration> hard_stop;
-    int64_t cancel_check_interval = 25;
     int64_t metrics_collect_interval = 5;
     CallbacksConfig callbacks;
     std::optional<bool> async_bookkeeping;
@@ -498,7 +678,10 @@ struct TrainerConfig {
                  {},
                  "path"});
         v.field("work_dir", work_dir,
-                {"Folder for temporary files; null means save_folder.", {}, "path"});
+                {"Local folder for working files (the profiler's traces, before they are copied "
+                 "into save_folder); null means save_folder.",
+                 {},
+                 "path"});
         v.field("load_path", load_path,
                 {"Checkpoint (or folder of checkpoints) to start from when save_folder has none.",
                  {},
@@ -517,8 +700,6 @@ struct TrainerConfig {
                 {"Length of training; also the end of the LR schedule.", {}});
         v.field("hard_stop", hard_stop,
                 {"Stop early without changing the LR schedule; null disables.", {}});
-        v.field("cancel_check_interval", cancel_check_interval,
-                {"Steps between cross-rank checks for a cancel request.", Bounds::at_least(1)});
         v.field("metrics_collect_interval", metrics_collect_interval,
                 {"Steps between metric flushes (reduction and logging).", Bounds::at_least(1)});
         v.field("callbacks", callbacks, {"Built-in callbacks."});
@@ -542,6 +723,7 @@ struct LaunchConfig {
     DeviceKind device = DeviceKind::auto_;
     std::optional<int64_t> num_threads;
     LogFilterType log_filter_type = LogFilterType::rank0_only;
+    double timeout_minutes = 30.0;
 
     template <class V>
     void visit(V& v) {
@@ -555,6 +737,10 @@ struct LaunchConfig {
                  "sets to 1) divided by the local ranks.",
                  Bounds::at_least(1)});
         v.field("log_filter_type", log_filter_type, {"Which ranks log below warning level.", {}});
+        v.field("timeout_minutes", timeout_minutes,
+                {"How long a rank waits for the others in a collective or at the rendezvous before "
+                 "failing (prepare_training_environment's timeout).",
+                 Bounds::positive()});
     }
 };
 

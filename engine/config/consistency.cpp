@@ -1,10 +1,148 @@
 // Checks that involve more than one field. Each issue names the field a user should change.
 #include "engine/config/io.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 
 namespace lathe::config {
+
+namespace {
+
+using Add = std::function<void(std::string, std::string)>;
+
+bool uses_warmup(SchedulerName n) {
+    switch (n) {
+        case SchedulerName::constant:
+        case SchedulerName::exponential:
+        case SchedulerName::composable:
+        case SchedulerName::sequential:
+            return false;
+        default:
+            return true;
+    }
+}
+
+bool uses_decay(SchedulerName n) {
+    return n == SchedulerName::wsd || n == SchedulerName::power_lr ||
+           n == SchedulerName::cos_with_warmup_and_linear_decay || n == SchedulerName::wsds;
+}
+
+std::string num(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+}
+
+// One of two alternatives, exactly: "set warmup or warmup_fraction".
+void exactly_one(bool a, bool b, const std::string& at, const char* na, const char* nb,
+                 const std::string& what, const Add& add) {
+    if (a && b) {
+        add(at + nb, std::string("set ") + na + " or " + nb + ", not both (set " + na +
+                         " to null to use " + nb + ")");
+    } else if (!a && !b) {
+        add(at + na, what + " needs " + na + " or " + nb);
+    }
+}
+
+void check_override_decay(const std::optional<OverrideDecay>& od, const std::string& at,
+                          const Add& add) {
+    if (!od) return;
+    exactly_one(od->end_lr.has_value(), od->end_lr_fraction.has_value(), at + "override_decay.",
+                "end_lr", "end_lr_fraction", "override_decay", add);
+}
+
+// `at` ends with '.'; `lrs` are the peak LRs of the parameter groups.
+void check_schedule(const ScheduleParams& p, const std::string& at, const std::vector<double>& lrs,
+                    const Add& add) {
+    const std::string name = enum_to_string(p.name);
+    if (uses_warmup(p.name)) {
+        exactly_one(p.warmup.has_value(), p.warmup_fraction.has_value(), at, "warmup",
+                    "warmup_fraction", name, add);
+        for (double lr : lrs) {
+            if (!(p.warmup_min_lr < lr)) {
+                add(at + "warmup_min_lr",
+                    "must be below the peak LR " + num(lr) + " (got " + num(p.warmup_min_lr) + ")");
+                break;
+            }
+        }
+    }
+    if (uses_decay(p.name)) {
+        exactly_one(p.decay.has_value(), p.decay_fraction.has_value(), at, "decay",
+                    "decay_fraction", name, add);
+        for (double lr : lrs) {
+            if (!(p.decay_min_lr < lr)) {
+                add(at + "decay_min_lr",
+                    "must be below the peak LR " + num(lr) + " (got " + num(p.decay_min_lr) + ")");
+                break;
+            }
+        }
+    }
+    switch (p.name) {
+        case SchedulerName::power_lr:
+            if (!(p.b < 0))
+                add(at + "b", "must be negative for a decaying power law (got " + num(p.b) + ")");
+            if (p.warmup && *p.warmup == 0)
+                add(at + "warmup",
+                    "power_lr needs a warmup of at least 1 (the power law starts "
+                    "from it)");
+            break;
+        case SchedulerName::wsds: {
+            if (p.period_lengths.empty()) {
+                add(at + "period_lengths", "wsds needs at least one period");
+                break;
+            }
+            if (!p.period_lr_multipliers.empty() &&
+                p.period_lr_multipliers.size() != p.period_lengths.size()) {
+                add(at + "period_lr_multipliers",
+                    "must have one entry per period (" + std::to_string(p.period_lengths.size()) +
+                        "), got " + std::to_string(p.period_lr_multipliers.size()));
+            }
+            auto decay_of = [&](int64_t len) {
+                return p.decay ? *p.decay
+                               : static_cast<int64_t>(std::nearbyint(
+                                     p.decay_fraction.value_or(0.0) * static_cast<double>(len)));
+            };
+            const int64_t l0 = p.period_lengths[0];
+            const int64_t w = p.warmup
+                                  ? *p.warmup
+                                  : static_cast<int64_t>(std::nearbyint(
+                                        p.warmup_fraction.value_or(0.0) * static_cast<double>(l0)));
+            if (w + decay_of(l0) > l0) {
+                add(at + "period_lengths[0]",
+                    "the first period (" + std::to_string(l0) + ") is shorter than warmup (" +
+                        std::to_string(w) + ") + decay (" + std::to_string(decay_of(l0)) + ")");
+            }
+            for (std::size_t i = 1; i < p.period_lengths.size(); ++i) {
+                if (decay_of(p.period_lengths[i]) > p.period_lengths[i]) {
+                    add(at + "period_lengths[" + std::to_string(i) + "]",
+                        "is shorter than its decay (" +
+                            std::to_string(decay_of(p.period_lengths[i])) + ")");
+                }
+            }
+            break;
+        }
+        case SchedulerName::composable:
+            if (p.stages.empty()) add(at + "stages", "composable needs at least one stage");
+            for (std::size_t i = 0; i < p.stages.size(); ++i) {
+                const auto& st = p.stages[i];
+                const std::string sat = at + "stages[" + std::to_string(i) + "].";
+                if (st.start_lr && st.start_lr_fraction) {
+                    add(sat + "start_lr_fraction", "set start_lr or start_lr_fraction, not both");
+                }
+                exactly_one(st.end_lr.has_value(), st.end_lr_fraction.has_value(), sat, "end_lr",
+                            "end_lr_fraction", "a stage", add);
+            }
+            check_override_decay(p.override_decay, at, add);
+            break;
+        default:
+            break;
+    }
+}
+
+}  // namespace
 
 std::vector<Issue> check_consistency(const ExperimentConfig& c) {
     std::vector<Issue> out;
@@ -39,6 +177,41 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
         m.vocab_size > 65536) {
         add("dataset.token_dtype",
             "uint16 tokens cannot address a vocabulary of " + std::to_string(m.vocab_size));
+    }
+
+    // The optimizer's groups and the schedule that scales their LRs.
+    std::vector<double> lrs{tm.optim.lr};
+    for (std::size_t i = 0; i < tm.optim.group_overrides.size(); ++i) {
+        const auto& g = tm.optim.group_overrides[i];
+        if (g.params.empty()) {
+            add("train_module.optim.group_overrides[" + std::to_string(i) + "].params",
+                "needs at least one parameter-name glob");
+        }
+        if (g.lr) lrs.push_back(*g.lr);
+    }
+    const auto& sch = tm.scheduler;
+    const Add add_fn = add;
+    if (sch.name == SchedulerName::sequential) {
+        const std::string at = "train_module.scheduler.";
+        if (sch.schedulers.empty()) {
+            add(at + "schedulers", "sequential needs at least one schedule");
+        } else if (sch.schedulers_max.size() + 1 != sch.schedulers.size() &&
+                   sch.schedulers_max.size() != sch.schedulers.size()) {
+            add(at + "schedulers_max", "needs one length for every schedule but the last (" +
+                                           std::to_string(sch.schedulers.size() - 1) + "), got " +
+                                           std::to_string(sch.schedulers_max.size()));
+        }
+        for (std::size_t i = 0; i < sch.schedulers.size(); ++i) {
+            const std::string sat = at + "schedulers[" + std::to_string(i) + "].";
+            if (sch.schedulers[i].name == SchedulerName::sequential) {
+                add(sat + "name", "a sequential schedule cannot hold another sequential one");
+                continue;
+            }
+            check_schedule(sch.schedulers[i], sat, lrs, add_fn);
+        }
+        check_override_decay(sch.override_decay, at, add_fn);
+    } else {
+        check_schedule(sch, "train_module.scheduler.", lrs, add_fn);
     }
 
     const auto& eval = c.trainer.callbacks.lm_evaluator;

@@ -69,6 +69,18 @@ std::string short_value(const Json& j) {
 
 // ---- from JSON -------------------------------------------------------------------------------
 
+// Fields that once were in the schema and did nothing: still accepted (the config.json of an older
+// run names them) and ignored, since ignoring them is all they ever did.
+bool is_retired(const std::string& path) {
+    // Lathe agrees on control requests at every step with a non-blocking collective, so there is
+    // no check to space out (OLMo-core's trainer.cancel_check_interval).
+    static const char* const retired[] = {"trainer.cancel_check_interval"};
+    for (const char* r : retired) {
+        if (path == r) return true;
+    }
+    return false;
+}
+
 struct FromJson {
     const Json& in;
     std::string path;
@@ -207,6 +219,7 @@ struct FromJson {
     void report_unknown() {
         for (auto it = in.begin(); it != in.end(); ++it) {
             if (std::find(seen.begin(), seen.end(), it.key()) != seen.end()) continue;
+            if (is_retired(join_path(path, it.key()))) continue;
             std::string msg = "unknown key";
             auto near = nearest_name(it.key(), seen);
             if (!near.empty()) msg += " (did you mean \"" + near + "\"?)";

@@ -67,7 +67,7 @@ private:
 struct EnvironmentOptions {
     std::optional<int64_t> seed;
     std::string backend = "cpu:gloo,cuda:nccl";
-    std::chrono::milliseconds timeout{std::chrono::minutes(15)};
+    std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // launch.timeout_minutes
     config::LogFilterType log_filter_type = config::LogFilterType::rank0_only;
     config::DeviceKind device = config::DeviceKind::auto_;
     std::optional<int64_t> num_threads;

@@ -1,7 +1,9 @@
 #include "engine/metrics/bookkeeping.h"
 
 #include "engine/util/error.h"
+#include "engine/util/log.h"
 
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -109,7 +111,16 @@ MetricsByStep reduce_metrics(const std::vector<LocalMetric>& local, const dist::
     return out;
 }
 
-Bookkeeper::Bookkeeper(bool async) : async_(async) {
+Bookkeeper::Bookkeeper(bool async, double soft_timeout_s, SlowHandler on_slow)
+    : async_(async), soft_timeout_s_(soft_timeout_s), on_slow_(std::move(on_slow)) {
+    if (!on_slow_) {
+        on_slow_ = [](const std::string& name, double seconds, double limit) {
+            log::warn(
+                "bookkeeping operation '{}' took {:.1f} s, more than "
+                "trainer.bookkeeping_soft_timeout ({:g} s): a slow peer, file system or network",
+                name, seconds, limit);
+        };
+    }
     if (async_) thread_ = std::thread([this] { loop(); });
 }
 
@@ -118,13 +129,21 @@ Bookkeeper::~Bookkeeper() {
 }
 
 std::shared_future<void> Bookkeeper::submit(std::string name, std::function<void()> op) {
-    std::packaged_task<void()> task([this, op = std::move(op)] {
+    std::packaged_task<void()> task([this, name, op = std::move(op)] {
+        const auto start = std::chrono::steady_clock::now();
+        auto timed = [&] {
+            const double s =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            if (s > soft_timeout_s_) on_slow_(name, s, soft_timeout_s_);
+        };
         try {
             op();
         } catch (...) {
             failed_ = true;
+            timed();
             throw;
         }
+        timed();
     });
     std::shared_future<void> fut = task.get_future().share();
     if (!async_) {

@@ -46,7 +46,11 @@ MetricsByStep reduce_metrics(const std::vector<LocalMetric>& local, const dist::
 
 class Bookkeeper {
 public:
-    explicit Bookkeeper(bool async);
+    /// Called on the bookkeeping thread when an operation took longer than the soft timeout:
+    /// (operation name, seconds it took, the timeout). The default logs a warning.
+    using SlowHandler = std::function<void(const std::string&, double, double)>;
+    /// `soft_timeout_s`: trainer.bookkeeping_soft_timeout.
+    explicit Bookkeeper(bool async, double soft_timeout_s = 30.0, SlowHandler on_slow = {});
     ~Bookkeeper();
     Bookkeeper(const Bookkeeper&) = delete;
     Bookkeeper& operator=(const Bookkeeper&) = delete;
@@ -68,6 +72,8 @@ public:
 private:
     void loop();
     bool async_;
+    double soft_timeout_s_;
+    SlowHandler on_slow_;
     std::thread thread_;
     std::mutex mu_;
     std::condition_variable cv_;

@@ -17,9 +17,11 @@ torch::ScalarType to_scalar(config::DType d) {
 // One unit as an autograd function: gather -> run -> free; backward: gather -> recompute -> grads
 // -> reduce-scatter into the shards.
 struct UnitFunction : public torch::autograd::Function<UnitFunction> {
+    // `shards` (one per optimizer group; a placeholder where the unit has none) are the inputs
+    // whose gradients backward returns.
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
-                                 torch::Tensor shard0, torch::Tensor shard1,
-                                 FullyShardedDataParallel* fsdp, int64_t unit) {
+                                 at::TensorList shards, FullyShardedDataParallel* fsdp,
+                                 int64_t unit) {
         ctx->saved_data["fsdp"] = reinterpret_cast<int64_t>(fsdp);
         ctx->saved_data["unit"] = unit;
         const auto type = x.device().type();
@@ -38,8 +40,7 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
             out = fsdp->model()->run_unit(unit, x);
         }
         fsdp->unbind(u);  // the gathered parameters are freed here
-        (void)shard0;
-        (void)shard1;
+        (void)shards;
         return out;
     }
 
@@ -69,10 +70,11 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
             torch::autograd::backward({out}, {grad_out[0]});
             fsdp->unbind(u);
         }
-        torch::autograd::variable_list grads(5);
+        // x, each group's shard, then the two non-tensor arguments.
+        torch::autograd::variable_list grads(1 + u.groups.size() + 2);
         grads[0] = x_grad ? xin.grad() : torch::Tensor();
-        for (std::size_t g = 0; g < 2; ++g) {
-            if (g >= u.groups.size() || u.groups[g].total == 0) continue;
+        for (std::size_t g = 0; g < u.groups.size(); ++g) {
+            if (u.groups[g].total == 0) continue;
             auto full_grad = leaves[g].grad();
             if (!full_grad.defined()) full_grad = torch::zeros_like(leaves[g]);
             grads[1 + g] = fsdp->scatter_grad(full_grad, u.groups[g]);
@@ -85,7 +87,8 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
 
 FullyShardedDataParallel::FullyShardedDataParallel(
     model::Transformer& model, const dist::Group& group, const config::DataParallelConfig& cfg,
-    const std::function<bool(const std::string&)>& no_decay, const torch::Device& device)
+    const std::function<int(const std::string&)>& group_of, int num_groups,
+    const torch::Device& device)
     : model_(model), group_(group), reduce_dtype_(to_scalar(cfg.reduce_dtype)), device_(device) {
     if (cfg.param_dtype) param_dtype_ = to_scalar(*cfg.param_dtype);
     const int64_t world = group.size(), rank = group.rank();
@@ -96,9 +99,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     for (int64_t ui = 0; ui < model->num_units(); ++ui) {
         Unit u;
         u.index = ui;
-        u.groups.resize(2);
+        u.groups.resize(static_cast<std::size_t>(num_groups));
         for (auto& [name, member] : model->unit_parameters(ui)) {
-            auto& g = u.groups[no_decay(name) ? 1 : 0];
+            auto& g = u.groups.at(static_cast<std::size_t>(group_of(name)));
             g.names.push_back(name);
             g.members.push_back(member);
             g.shapes.push_back(member->sizes().vec());
@@ -178,9 +181,9 @@ torch::Tensor FullyShardedDataParallel::run(int64_t unit, const torch::Tensor& x
     torch::Tensor in = x;
     if (param_dtype_ && in.is_floating_point()) in = in.to(*param_dtype_);
     // Autograd needs defined inputs: an empty group passes an empty placeholder.
-    auto s0 = u.groups[0].total > 0 ? u.groups[0].shard : empty_;
-    auto s1 = u.groups[1].total > 0 ? u.groups[1].shard : empty_;
-    return UnitFunction::apply(in, s0, s1, this, unit);
+    std::vector<torch::Tensor> shards;
+    for (const auto& g : u.groups) shards.push_back(g.total > 0 ? g.shard : empty_);
+    return UnitFunction::apply(in, at::TensorList(shards), this, unit);
 }
 
 std::vector<torch::Tensor> FullyShardedDataParallel::grad_params() const {
@@ -194,21 +197,20 @@ std::vector<torch::Tensor> FullyShardedDataParallel::grad_params() const {
 }
 
 std::vector<std::vector<torch::Tensor>> FullyShardedDataParallel::optimizer_groups() const {
-    std::vector<std::vector<torch::Tensor>> out(2);
+    std::vector<std::vector<torch::Tensor>> out(units_.empty() ? 0 : units_[0].groups.size());
     for (const auto& u : units_) {
-        for (std::size_t gi = 0; gi < 2; ++gi) {
+        for (std::size_t gi = 0; gi < u.groups.size(); ++gi) {
             if (u.groups[gi].total > 0) out[gi].push_back(u.groups[gi].shard);
         }
     }
-    if (out[1].empty()) out.pop_back();
     return out;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::full_state(
-    torch::optim::AdamW& optim) {
+    Optimizer& optim) {
     std::vector<std::pair<std::string, torch::Tensor>> model_part, optim_part;
     const bool keep = group_.rank() == 0;
-    auto& state = optim.state();
+    const auto& element_names = optim.element_state_names();
     auto gather_f32 = [&](const torch::Tensor& shard) {
         std::vector<torch::Tensor> parts;
         auto s = shard.detach().to(torch::kFloat32).contiguous();
@@ -219,40 +221,29 @@ std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::ful
         for (auto& g : u.groups) {
             if (g.total == 0) continue;
             auto full = gather_f32(g.shard);
-            auto it = state.find(g.shard.unsafeGetTensorImpl());
-            torch::Tensor avg, sq;
-            int64_t step = 0;
-            if (it != state.end()) {
-                auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
-                avg = gather_f32(s.exp_avg());
-                sq = gather_f32(s.exp_avg_sq());
-                step = s.step();
-            } else {
-                // Keep the collectives in step on every rank even before the first update.
-                gather_f32(torch::zeros_like(g.shard));
-                gather_f32(torch::zeros_like(g.shard));
+            auto state = optim.state(g.shard);
+            // Every rank has state, or none has (they step together); gather each state tensor.
+            std::vector<torch::Tensor> elements;
+            for (const auto& name : element_names) {
+                auto it = state.find(name);
+                elements.push_back(
+                    gather_f32(it != state.end() ? it->second : torch::zeros_like(g.shard)));
             }
             if (!keep) continue;
             // To host memory now, so the device holds one unit's full state at a time.
             full = full.to(torch::kCPU);
-            if (avg.defined()) {
-                avg = avg.to(torch::kCPU);
-                sq = sq.to(torch::kCPU);
-            }
+            for (auto& e : elements) e = e.to(torch::kCPU);
             for (std::size_t i = 0; i < g.names.size(); ++i) {
-                model_part.emplace_back(
-                    "model." + g.names[i],
-                    full.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
-                if (avg.defined()) {
-                    const std::string p = "optim.state." + g.names[i] + ".";
-                    optim_part.emplace_back(
-                        p + "exp_avg",
-                        avg.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
-                    optim_part.emplace_back(
-                        p + "exp_avg_sq",
-                        sq.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone());
-                    optim_part.emplace_back(p + "step", torch::tensor({step}, torch::kInt64));
-                }
+                auto piece = [&](const torch::Tensor& flat) {
+                    return flat.narrow(0, g.offsets[i], g.numels[i]).view(g.shapes[i]).clone();
+                };
+                model_part.emplace_back("model." + g.names[i], piece(full));
+                if (state.empty()) continue;
+                const std::string p = "optim.state." + g.names[i] + ".";
+                for (std::size_t k = 0; k < element_names.size(); ++k)
+                    optim_part.emplace_back(p + element_names[k], piece(elements[k]));
+                if (auto it = state.find("step"); it != state.end())
+                    optim_part.emplace_back(p + "step", it->second.clone());
             }
         }
     }
@@ -261,7 +252,7 @@ std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::ful
 }
 
 void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch::Tensor>& tensors,
-                                               torch::optim::AdamW* optim) {
+                                               Optimizer* optim) {
     torch::NoGradGuard no_grad;
     const int64_t world = group_.size(), rank = group_.rank();
     auto get = [&](const std::string& key,
@@ -292,13 +283,19 @@ void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch
             };
             g.shard.copy_(slice("", true));
             if (!optim) continue;
-            const std::string step_key = "optim.state." + g.names[0] + ".step";
-            if (tensors.find(step_key) == tensors.end()) continue;
-            auto s = std::make_unique<torch::optim::AdamWParamState>();
-            s->step(tensors.at(step_key).item<int64_t>());
-            s->exp_avg(slice("exp_avg", false));
-            s->exp_avg_sq(slice("exp_avg_sq", false));
-            optim->state()[g.shard.unsafeGetTensorImpl()] = std::move(s);
+            const std::string prefix = "optim.state." + g.names[0] + ".";
+            if (tensors.find(prefix + "exp_avg") == tensors.end()) continue;  // no state (step 0)
+            std::map<std::string, torch::Tensor> st;
+            for (const auto& key : optim->element_state_names()) st[key] = slice(key, false);
+            if (optim->has_step_counter()) {
+                auto it = tensors.find(prefix + "step");
+                if (it == tensors.end())
+                    throw Error(
+                        "checkpoint has no tensor '" + prefix + "step'" +
+                        " (saved by another optimizer? set trainer.load_optim_state=false)");
+                st["step"] = it->second;
+            }
+            optim->set_state(g.shard, st);
         }
     }
 }

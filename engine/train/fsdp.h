@@ -13,6 +13,7 @@
 #include "engine/distributed/env.h"
 #include "engine/model/transformer.h"
 #include "engine/train/data_parallel.h"
+#include "engine/train/optimizer.h"
 
 #include <map>
 
@@ -20,12 +21,12 @@ namespace lathe::train {
 
 class FullyShardedDataParallel : public DataParallel {
 public:
-    /// `no_decay(name)` says which parameters go to the optimizer group without weight decay.
-    /// The model's parameters are read where they are (the host, ideally) and only the shards
-    /// are kept, on `device`.
+    /// `group_of(name)` is the optimizer group (0 .. num_groups-1) of each parameter. The model's
+    /// parameters are read where they are (the host, ideally) and only the shards are kept, on
+    /// `device`.
     FullyShardedDataParallel(model::Transformer& model, const dist::Group& group,
                              const config::DataParallelConfig& cfg,
-                             const std::function<bool(const std::string&)>& no_decay,
+                             const std::function<int(const std::string&)>& group_of, int num_groups,
                              const torch::Device& device);
     void before_backward(bool) override {}
     void finish_backward() override {}
@@ -33,15 +34,14 @@ public:
     std::vector<torch::Tensor> grad_params() const override;
     void reduce_grad_norm_sq(torch::Tensor& local) const override { group_.all_reduce(local); }
 
-    /// The shards of optimizer group g (0 = decay, 1 = no decay); empty groups are omitted.
+    /// The shards of each optimizer group (a unit without parameters of a group has no shard).
     std::vector<std::vector<torch::Tensor>> optimizer_groups() const;
-    /// Full tensors by parameter name, gathered from the shards (model and, with `optim`, AdamW
-    /// state) in the names TransformerTrainModule::state_tensors() uses. Every rank takes part; only
-    /// rank 0 gets them, in host memory, one unit at a time (a device never holds the whole model);
-    /// the other ranks get an empty list.
-    std::vector<std::pair<std::string, torch::Tensor>> full_state(torch::optim::AdamW& optim);
-    void load_full_state(const std::map<std::string, torch::Tensor>& tensors,
-                         torch::optim::AdamW* optim);
+    /// Full tensors by parameter name, gathered from the shards (model and optimizer state) in the
+    /// names TransformerTrainModule::state_tensors() uses. Every rank takes part; only rank 0 gets
+    /// them, in host memory, one unit at a time (a device never holds the whole model); the other
+    /// ranks get an empty list.
+    std::vector<std::pair<std::string, torch::Tensor>> full_state(Optimizer& optim);
+    void load_full_state(const std::map<std::string, torch::Tensor>& tensors, Optimizer* optim);
 
     /// Runs one unit with gathered parameters (used by the model's unit_runner).
     torch::Tensor run(int64_t unit, const torch::Tensor& x);
@@ -56,7 +56,7 @@ public:
     };
     struct Unit {
         int64_t index = 0;
-        std::vector<FlatGroup> groups;  ///< [decay, no_decay]
+        std::vector<FlatGroup> groups;  ///< one per optimizer group
     };
 
     // Used by the autograd function.

@@ -8,15 +8,93 @@
 #include "engine/util/error.h"
 #include "engine/util/log.h"
 
+#include <fnmatch.h>
+
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <optional>
 
-#include <cmath>
-
 namespace lathe::train {
 
 using config::ReduceType;
+
+namespace {
+
+struct GroupSpec {
+    std::vector<std::string> globs;
+    std::string where;  ///< config path of the override; "" for implicit groups
+    ParamGroup options;
+};
+
+// The groups before assignment: the user's overrides, then decay_embeddings/decay_norms as one
+// implicit no-decay group, then the default group.
+std::vector<GroupSpec> group_specs(const config::OptimConfig& o) {
+    ParamGroup base;
+    base.lr = base.initial_lr = o.lr;
+    base.beta1 = o.beta1;
+    base.beta2 = o.resolved_beta2();
+    base.eps = o.eps;
+    base.weight_decay = o.resolved_weight_decay();
+    std::vector<GroupSpec> out;
+    for (std::size_t i = 0; i < o.group_overrides.size(); ++i) {
+        const auto& go = o.group_overrides[i];
+        GroupSpec g{go.params, "train_module.optim.group_overrides[" + std::to_string(i) + "]",
+                    base};
+        if (go.lr) g.options.lr = g.options.initial_lr = *go.lr;
+        if (go.beta1) g.options.beta1 = *go.beta1;
+        if (go.beta2) g.options.beta2 = *go.beta2;
+        if (go.eps) g.options.eps = *go.eps;
+        if (go.weight_decay) g.options.weight_decay = *go.weight_decay;
+        out.push_back(std::move(g));
+    }
+    GroupSpec no_decay{{}, "", base};
+    no_decay.options.weight_decay = 0.0;
+    if (!o.decay_embeddings) no_decay.globs.push_back("embeddings.*");
+    if (!o.decay_norms) no_decay.globs.push_back("*norm*");
+    if (!no_decay.globs.empty()) out.push_back(std::move(no_decay));
+    out.push_back(GroupSpec{{}, "", base});
+    return out;
+}
+
+bool glob_matches(const std::string& glob, const std::string& name) {
+    return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0;
+}
+
+// The group index of every parameter. A user glob that matches nothing, or a parameter that two
+// user groups claim, is an error naming the override (OLMo-core refuses both too).
+std::vector<int> assign_groups(const std::vector<GroupSpec>& specs,
+                               const std::vector<std::string>& names) {
+    const int fallback = static_cast<int>(specs.size()) - 1;
+    std::vector<int> out(names.size(), fallback);
+    for (std::size_t g = 0; g + 1 < specs.size(); ++g) {
+        const auto& spec = specs[g];
+        for (std::size_t j = 0; j < spec.globs.size(); ++j) {
+            bool any = false;
+            for (std::size_t i = 0; i < names.size(); ++i) {
+                if (!glob_matches(spec.globs[j], names[i])) continue;
+                any = true;
+                if (out[i] == fallback || out[i] == static_cast<int>(g)) {
+                    out[i] = static_cast<int>(g);
+                } else if (!spec.where.empty()) {
+                    throw Error(spec.where + ".params[" + std::to_string(j) + "]: \"" +
+                                spec.globs[j] + "\" matches parameter " + names[i] + ", which " +
+                                specs[static_cast<std::size_t>(out[i])].where +
+                                " already takes; a parameter belongs to one group");
+                }
+            }
+            if (!any && !spec.where.empty()) {
+                throw Error(spec.where + ".params[" + std::to_string(j) + "]: \"" + spec.globs[j] +
+                            "\" matches no parameter (names look like " + names.front() + ", " +
+                            names[std::min<std::size_t>(2, names.size() - 1)] + ", " +
+                            names.back() + ")");
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace
 
 TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& cfg,
                                                dist::Environment& env)
@@ -28,13 +106,6 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
     if (!fsdp) model_->to(env.device());
     model_->train();
 
-    // Parameter groups: group 0 decays; group 1 (only when something is excluded) does not.
-    const auto& o = cfg_.optim;
-    auto is_no_decay = [&o](const std::string& name) {
-        bool is_embedding = name.rfind("embeddings.", 0) == 0;
-        bool is_norm = name.find("norm") != std::string::npos;
-        return (is_embedding && !o.decay_embeddings) || (is_norm && !o.decay_norms);
-    };
     if (const char* nan_step = std::getenv("LATHE_INJECT_NAN_STEP"))
         inject_nan_step_ = std::atoll(nan_step);
     // LATHE_INJECT_NAN_LOSS=STEP: the recorded train/CE loss of that step is NaN (gradients stay finite).
@@ -48,20 +119,37 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
             inject_fault_step_ = std::atoll(f.substr(colon + 1).c_str());
         }
     }
-    std::vector<std::vector<torch::Tensor>> groups_params;
+    // Parameter groups (OLMo-core's OptimConfig.build_groups): one per group override, in order,
+    // then the parameters no override names; empty groups are dropped.
+    auto specs = group_specs(cfg_.optim);
+    std::vector<std::string> names;
+    for (auto& p : model_->named_parameters()) names.push_back(p.key());
+    std::vector<int> group_of_param = assign_groups(specs, names);
+    // Renumber without the empty groups.
+    std::vector<int> used(specs.size(), 0), index(specs.size(), -1);
+    for (int g : group_of_param) used[static_cast<std::size_t>(g)] = 1;
+    std::vector<ParamGroup> groups;
+    for (std::size_t g = 0; g < specs.size(); ++g) {
+        if (!used[g]) continue;
+        index[g] = static_cast<int>(groups.size());
+        groups.push_back(specs[g].options);
+    }
+    std::map<std::string, int> group_by_name;
+    for (std::size_t i = 0; i < names.size(); ++i)
+        group_by_name[names[i]] = index[static_cast<std::size_t>(group_of_param[i])];
+    auto group_of = [&group_by_name](const std::string& name) { return group_by_name.at(name); };
     if (fsdp) {
         auto wrapper = std::make_unique<FullyShardedDataParallel>(
-            model_, env.dp_group(), cfg_.dp_config, is_no_decay, env.device());
+            model_, env.dp_group(), cfg_.dp_config, group_of, static_cast<int>(groups.size()),
+            env.device());
         model_->to(env.device());  // what is left: buffers and the emptied parameter placeholders
         fsdp_ = wrapper.get();
-        groups_params = wrapper->optimizer_groups();
+        auto shards = wrapper->optimizer_groups();
+        for (std::size_t g = 0; g < groups.size(); ++g) groups[g].params = shards[g];
         dp_ = std::move(wrapper);
     } else {
-        std::vector<torch::Tensor> decay, no_decay;
         for (auto& p : model_->named_parameters())
-            (is_no_decay(p.key()) ? no_decay : decay).push_back(p.value());
-        groups_params.push_back(decay);
-        if (!no_decay.empty()) groups_params.push_back(no_decay);
+            groups[static_cast<std::size_t>(group_of(p.key()))].params.push_back(p.value());
         if (env.distributed()) {
             dp_ = std::make_unique<DistributedDataParallel>(model_->parameters(), env.dp_group(),
                                                             cfg_.dp_config);
@@ -70,19 +158,7 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
         }
         dp_->set_grad_params(model_->parameters());
     }
-    auto opts = torch::optim::AdamWOptions(o.lr)
-                    .betas({o.beta1, o.beta2})
-                    .eps(o.eps)
-                    .weight_decay(o.weight_decay);
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    for (std::size_t g = 0; g < groups_params.size(); ++g) {
-        auto go = opts;
-        if (g == 1) go.weight_decay(0.0);
-        groups.emplace_back(groups_params[g], std::make_unique<torch::optim::AdamWOptions>(go));
-        initial_lrs_.push_back(o.lr);
-    }
-    param_groups_ = groups_params;
-    optim_ = std::make_unique<torch::optim::AdamW>(groups, opts);
+    optim_ = std::make_unique<Optimizer>(cfg_.optim, std::move(groups));
 }
 
 TransformerTrainModule::~TransformerTrainModule() = default;
@@ -148,8 +224,22 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
     dp_->finish_backward();
     if (trainer_->global_step() == inject_nan_loss_step_)
         ce_total = ce_total * std::numeric_limits<double>::quiet_NaN();
+    if (optim_->skips_steps()) {
+        // The skip-step optimizers judge this step by its loss averaged over the ranks now, as
+        // OLMo-core's train module does for them.
+        auto mean = ce_total.detach().reshape({1}).clone();
+        if (env_.distributed()) {
+            env_.dp_group().all_reduce(mean);
+            mean.div_(static_cast<double>(env_.world_size()));
+        }
+        optim_->set_latest_loss(mean);
+    }
     trainer_->record_metric("train/CE loss", ce_total, ReduceType::mean);
-    if (z_total.defined()) trainer_->record_metric("train/Z loss", z_total, ReduceType::mean);
+    if (z_total.defined()) {
+        trainer_->record_metric("train/Z loss", z_total, ReduceType::mean);
+        trainer_->record_metric("train/Z loss unscaled", z_total / *cfg_.z_loss_multiplier,
+                                ReduceType::mean);
+    }
 }
 
 void TransformerTrainModule::optim_step() {
@@ -166,10 +256,13 @@ void TransformerTrainModule::optim_step() {
     total = total.sqrt();
     const double norm = total.item<double>();
     last_grads_finite_ = std::isfinite(norm);
-    trainer_->record_metric("optim/total grad norm", total, std::nullopt);
-    if (cfg_.max_grad_norm && last_grads_finite_) {
-        const double coef = *cfg_.max_grad_norm / (norm + 1e-6);
-        if (coef < 1.0) {
+    // OLMo-core records the norm only when it clips (torch's clip_grads_with_norm_: the factor is
+    // a float32 tensor, clamped to 1, and always applied).
+    if (cfg_.max_grad_norm) {
+        trainer_->record_metric("optim/total grad norm", total, std::nullopt);
+        optim_->set_latest_grad_norm(total);
+        if (last_grads_finite_) {
+            auto coef = (*cfg_.max_grad_norm / (total + 1e-6)).clamp_max(1.0);
             for (auto& g : grads) g.mul_(coef);
         }
     }
@@ -178,10 +271,10 @@ void TransformerTrainModule::optim_step() {
     const bool tokens = cfg_.scheduler.units == config::SchedulerUnits::tokens;
     const int64_t current = tokens ? tr.global_train_tokens_seen() : tr.global_step();
     const int64_t t_max = tokens ? tr.max_tokens() : tr.max_steps();
-    auto& groups = optim_->param_groups();
+    auto& groups = optim_->groups();
     for (std::size_t g = 0; g < groups.size(); ++g) {
-        double lr = scheduler_lr(cfg_.scheduler, initial_lrs_[g], current, t_max);
-        static_cast<torch::optim::AdamWOptions&>(groups[g].options()).lr(lr);
+        const double lr = scheduler_lr(cfg_.scheduler, groups[g].initial_lr, current, t_max);
+        groups[g].lr = lr;
         trainer_->record_metric("optim/LR (group " + std::to_string(g) + ")", lr, std::nullopt);
     }
     if (!last_grads_finite_) {
@@ -209,10 +302,12 @@ void TransformerTrainModule::optim_step() {
         return;
     }
     optim_->step();
+    if (optim_->skips_steps())
+        trainer_->record_metric("optim/step skipped", optim_->step_skipped(), std::nullopt);
 }
 
 void TransformerTrainModule::zero_grads() {
-    optim_->zero_grad(/*set_to_none=*/true);
+    optim_->zero_grad();  // set to none, as OLMo-core does
 }
 
 std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch& batch) {
@@ -229,24 +324,25 @@ std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch&
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state_tensors() {
-    if (fsdp_) return fsdp_->full_state(*optim_);
     std::vector<std::pair<std::string, torch::Tensor>> out;
+    if (fsdp_) {
+        out = fsdp_->full_state(*optim_);
+        if (env_.rank() == 0) {
+            for (auto& h : optim_->history()) out.push_back(std::move(h));
+        }
+        return out;
+    }
+    for (auto& h : optim_->history()) out.push_back(std::move(h));
     std::map<const void*, std::string> names;
     for (auto& p : model_->named_parameters()) {
         out.emplace_back("model." + p.key(), p.value().detach());
         names[p.value().unsafeGetTensorImpl()] = p.key();
     }
-    auto& state = optim_->state();
-    for (auto& group : optim_->param_groups()) {
-        for (auto& p : group.params()) {
-            auto it = state.find(p.unsafeGetTensorImpl());
-            if (it == state.end()) continue;
-            auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    for (auto& group : optim_->groups()) {
+        for (auto& p : group.params) {
             const std::string& name = names.at(p.unsafeGetTensorImpl());
-            out.emplace_back("optim.state." + name + ".exp_avg", s.exp_avg());
-            out.emplace_back("optim.state." + name + ".exp_avg_sq", s.exp_avg_sq());
-            out.emplace_back("optim.state." + name + ".step",
-                             torch::tensor({s.step()}, torch::kInt64));
+            for (auto& [key, t] : optim_->state(p))
+                out.emplace_back("optim.state." + name + "." + key, t);
         }
     }
     return out;
@@ -255,6 +351,7 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state
 void TransformerTrainModule::load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
                                                 bool load_optim) {
     torch::NoGradGuard no_grad;
+    if (load_optim) optim_->set_history(tensors);
     if (fsdp_) {
         fsdp_->load_full_state(tensors, load_optim ? optim_.get() : nullptr);
         return;
@@ -273,17 +370,22 @@ void TransformerTrainModule::load_state_tensors(const std::map<std::string, torc
     if (!load_optim) return;
     std::map<const void*, std::string> names;
     for (auto& p : model_->named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
-    auto& state = optim_->state();
-    for (auto& group : optim_->param_groups()) {
-        for (auto& p : group.params()) {
+    for (auto& group : optim_->groups()) {
+        for (auto& p : group.params) {
             const std::string& name = names.at(p.unsafeGetTensorImpl());
-            std::string prefix = "optim.state." + name + ".";
-            if (tensors.find(prefix + "step") == tensors.end()) continue;  // no state yet (step 0)
-            auto s = std::make_unique<torch::optim::AdamWParamState>();
-            s->step(tensors.at(prefix + "step").item<int64_t>());
-            s->exp_avg(get(prefix + "exp_avg", p).clone().to(p.device()));
-            s->exp_avg_sq(get(prefix + "exp_avg_sq", p).clone().to(p.device()));
-            state[p.unsafeGetTensorImpl()] = std::move(s);
+            const std::string prefix = "optim.state." + name + ".";
+            if (tensors.find(prefix + "exp_avg") == tensors.end()) continue;  // no state (step 0)
+            std::map<std::string, torch::Tensor> st;
+            for (const auto& key : optim_->element_state_names()) st[key] = get(prefix + key, p);
+            if (optim_->has_step_counter()) {
+                auto it = tensors.find(prefix + "step");
+                if (it == tensors.end())
+                    throw Error(
+                        "checkpoint has no tensor '" + prefix + "step'" +
+                        " (saved by another optimizer? set trainer.load_optim_state=false)");
+                st["step"] = it->second;
+            }
+            optim_->set_state(p, st);
         }
     }
 }

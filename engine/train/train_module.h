@@ -1,4 +1,4 @@
-// TransformerTrainModule: forward/backward over micro-batches, gradient clipping, AdamW and the LR
+// TransformerTrainModule: forward/backward over micro-batches, gradient clipping, the optimizer and LR
 // schedule, data parallelism (DDP or FSDP), after OLMo-core's TransformerTrainModule.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include "engine/data/data_loader.h"
 #include "engine/distributed/env.h"
 #include "engine/model/transformer.h"
+#include "engine/train/optimizer.h"
 
 #include <torch/torch.h>
 
@@ -39,7 +40,7 @@ public:
         return model_->num_flops_per_token(seq_len);
     }
     model::Transformer& model() { return model_; }
-    torch::optim::AdamW& optimizer() { return *optim_; }
+    Optimizer& optimizer() { return *optim_; }
     DataParallel& data_parallel() { return *dp_; }
     const config::TrainModuleConfig& config() const { return cfg_; }
     /// Whether the gradients of the last train_batch were all finite (set in optim_step).
@@ -50,23 +51,22 @@ public:
     void set_non_finite_action(config::StabilityAction a) { non_finite_action_ = a; }
 
     /// Full (unsharded) model and optimizer tensors, keyed by OLMo-core-like names:
-    /// "model.<param>", "optim.state.<param>.exp_avg|exp_avg_sq|step".
+    /// "model.<param>", "optim.state.<param>.<state>" (Optimizer::state), and the skip-step
+    /// history "optim.skip_step.*".
     std::vector<std::pair<std::string, torch::Tensor>> state_tensors() override;
     /// Loads tensors saved by state_tensors(); throws lathe::Error naming the key on a mismatch.
     void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
                             bool load_optim) override;
 
 private:
-    std::vector<std::vector<torch::Tensor>> param_groups_;
     config::TrainModuleConfig cfg_;
     config::ExperimentConfig full_cfg_;
     dist::Environment& env_;
     Trainer* trainer_ = nullptr;
     model::Transformer model_{nullptr};
-    std::unique_ptr<torch::optim::AdamW> optim_;
+    std::unique_ptr<Optimizer> optim_;
     std::unique_ptr<DataParallel> dp_;
     FullyShardedDataParallel* fsdp_ = nullptr;  // dp_ when sharded
-    std::vector<double> initial_lrs_;
     bool last_grads_finite_ = true;
     bool skip_next_ = false;
     config::StabilityAction non_finite_action_ = config::StabilityAction::skip;

@@ -102,8 +102,9 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, dist::Environment& env,
       data_loader_(data_loader),
       save_folder_(std::move(save_folder)) {
     checkpointer_ = std::make_unique<checkpoint::Checkpointer>(env, cfg.trainer.save_overwrite);
-    bookkeeper_ =
-        std::make_unique<metrics::Bookkeeper>(cfg.trainer.async_bookkeeping.value_or(true));
+    bookkeeper_ = std::make_unique<metrics::Bookkeeper>(
+        cfg.trainer.async_bookkeeping.value_or(true),
+        static_cast<double>(cfg.trainer.bookkeeping_soft_timeout));
     train_module_.attach(this);
 }
 
@@ -141,6 +142,23 @@ Callback* Trainer::callback(const std::string& name) const {
 
 std::vector<std::pair<std::string, Callback*>> Trainer::callbacks_in_order() const {
     return ordered_;
+}
+
+std::string Trainer::persist_working_file(const std::string& relative) const {
+    namespace fs = std::filesystem;
+    const fs::path from = fs::path(work_dir()) / relative, to = fs::path(save_folder_) / relative;
+    std::error_code ec;
+    if (fs::equivalent(from, to, ec)) return to.string();
+    fs::create_directories(to.parent_path());
+    const fs::path tmp = to.string() + ".tmp";
+    fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(tmp, to, ec);
+    if (ec) {
+        fs::remove(tmp);
+        throw Error("cannot copy " + from.string() + " into the run folder (" + to.string() +
+                    "): " + ec.message());
+    }
+    return to.string();
 }
 
 // ---- durations ----------------------------------------------------------------------------------

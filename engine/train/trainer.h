@@ -132,6 +132,12 @@ public:
     TransformerTrainModule& train_module() { return train_module_; }
     data::DataLoader& data_loader() { return data_loader_; }
     const std::string& save_folder() const { return save_folder_; }
+    /// trainer.work_dir, or the save folder: where callbacks put working files.
+    std::string work_dir() const { return cfg_.trainer.work_dir.value_or(save_folder_); }
+    /// Copies `relative` (a path under work_dir) to the same path under the save folder, whole or
+    /// not at all (OLMo-core's persist_working_file); a no-op when work_dir is the save folder.
+    /// Returns the path in the save folder.
+    std::string persist_working_file(const std::string& relative) const;
     int64_t tokens_per_batch() const { return data_loader_.global_batch_size(); }
 
 private:

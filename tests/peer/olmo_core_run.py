@@ -113,6 +113,14 @@ def parse_args(argv):
     ap.add_argument("--embeddings-no-wd", action="store_true",
                     help="put embeddings.weight in its own group with weight_decay 0 (what "
                          "OLMo-core's example train.py does; not the AdamWConfig default)")
+    ap.add_argument("--optim", choices=("adamw", "skip_step_adamw", "lion"), default="adamw",
+                    help="AdamWConfig, SkipStepAdamWConfig or LionConfig (betas 0.9/0.95)")
+    ap.add_argument("--rolling-interval-length", type=int, default=128,
+                    help="skip_step_adamw: its rolling_interval_length")
+    ap.add_argument("--sigma-factor", type=int, default=6, help="skip_step_adamw: sigma_factor")
+    ap.add_argument("--group-overrides", default=None,
+                    help='JSON list of {"params": [globs], "opts": {...}}: the optimizer\'s '
+                         "group_overrides")
     ap.add_argument("--data", choices=("uniform", "markov"), default="uniform",
                     help="uniform: i.i.d. tokens (loss stays near ln(vocab-1)); markov: each "
                          "token has %d possible successors (loss can fall)" % MARKOV_FANOUT)
@@ -187,7 +195,13 @@ from olmo_core.data import NumpyDataLoaderConfig, NumpyFSLDatasetConfig, Tokeniz
 from olmo_core.distributed.parallel import DataParallelType
 from olmo_core.distributed.utils import barrier, get_rank, get_world_size
 from olmo_core.nn.transformer import TransformerBlockType, TransformerConfig
-from olmo_core.optim import AdamWConfig, CosWithWarmup, OptimGroupOverride
+from olmo_core.optim import (
+    AdamWConfig,
+    CosWithWarmup,
+    LionConfig,
+    OptimGroupOverride,
+    SkipStepAdamWConfig,
+)
 from olmo_core.train import (
     Duration,
     TrainerConfig,
@@ -628,15 +642,22 @@ def run(args):
     # Transformer.apply_ddp: torch's composable replicate()); then runs OLMo-core's weight init
     # (init_weights, the same generator seeded with init_seed on every rank) and builds the
     # optimizer.
-    optim_config = AdamWConfig(
-        lr=args.lr,
-        betas=(0.9, 0.95),
-        eps=1e-8,
-        weight_decay=args.weight_decay,
-        group_overrides=[OptimGroupOverride(params=["embeddings.weight"],
-                                            opts=dict(weight_decay=0.0))]
-        if args.embeddings_no_wd else None,
-    )
+    overrides = None
+    if args.embeddings_no_wd:
+        overrides = [OptimGroupOverride(params=["embeddings.weight"], opts=dict(weight_decay=0.0))]
+    if args.group_overrides:
+        overrides = [OptimGroupOverride(params=g["params"], opts=g["opts"])
+                     for g in json.loads(args.group_overrides)]
+    common = dict(lr=args.lr, betas=(0.9, 0.95), weight_decay=args.weight_decay,
+                  group_overrides=overrides)
+    if args.optim == "adamw":
+        optim_config = AdamWConfig(eps=1e-8, **common)
+    elif args.optim == "skip_step_adamw":
+        optim_config = SkipStepAdamWConfig(eps=1e-8,
+                                           rolling_interval_length=args.rolling_interval_length,
+                                           sigma_factor=args.sigma_factor, **common)
+    else:
+        optim_config = LionConfig(**common)
     scheduler = CosWithWarmup(warmup=args.warmup)
     dp_config = TransformerDataParallelConfig(name=DataParallelType.ddp) if distributed else None
     train_module = TransformerTrainModuleConfig(

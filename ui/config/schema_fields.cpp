@@ -76,7 +76,9 @@ FieldSpec parseField(const QString& key, const QString& path, const Json& schema
             if (v.is_string()) f.enumValues << QString::fromStdString(v.get<std::string>());
         return f;
     }
-    if (type == QLatin1String("object") && s.contains("properties")) {
+    // A section that may be null (train_module.scheduler.override_decay) is edited whole, as
+    // JSON text, so that it can be null or an object; other sections are groups of fields.
+    if (type == QLatin1String("object") && s.contains("properties") && !f.nullable) {
         f.kind = FieldSpec::Kind::Group;
         for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
             const QString k = QString::fromStdString(it.key());

@@ -44,8 +44,12 @@ std::unique_ptr<Callback> make_control_channel(const std::string& socket_path);
 /// 8192 on a GPU) for about 0.3 s.
 double measure_peak_flops(const torch::Device& device, torch::ScalarType dtype);
 /// The dtype the model's matrix products run in: autocast's, else FSDP's param_dtype, else the
-/// model's (the peak that MFU is measured against).
+/// model's.
 torch::ScalarType compute_dtype(const config::ExperimentConfig& cfg);
+/// The peak MFU is measured against: that of the fastest dtype the run computes in, the compute
+/// dtype or fp32 (which the loss, norms and optimizer always use). A run in bf16 on a CPU, whose
+/// bf16 products are far slower than fp32 ones, gets a warning with both figures.
+double measure_mfu_peak(const torch::Device& device, torch::ScalarType dtype);
 
 /// Simple glob match supporting '*' and '?'.
 bool glob_match(const std::string& pattern, const std::string& text);

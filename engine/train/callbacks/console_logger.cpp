@@ -73,7 +73,7 @@ std::string label(const std::string& name) {
 std::string format_metric(const std::string& name, double v) {
     char buf[32];
     if (name == "throughput/device/MFU") {
-        std::snprintf(buf, sizeof buf, "%.1f%%", 100 * v);
+        std::snprintf(buf, sizeof buf, "%.1f%%", v);  // recorded in percent
         return buf;
     }
     if (name == "throughput/device/TPS") {
@@ -99,9 +99,18 @@ public:
         start_ = std::chrono::steady_clock::now();
         start_step_ = step();
     }
+    // OLMo-core's progress marker: on the steps that get no metrics line, every log_interval.
+    void post_step() override {
+        if (trainer().env().rank() != 0) return;
+        const int64_t s = step();
+        if (metrics_step(s) || s % cfg_.log_interval != 0) return;
+        std::ostringstream line;
+        progress(line, s);
+        log::info("{}", line.str());
+    }
     void log_metrics(int64_t s, const metrics::StepMetrics& m) override {
         if (trainer().env().rank() != 0) return;
-        if (s == 0 || !(s == 1 || s % interval_ == 0 || s == trainer().max_steps())) return;
+        if (!metrics_step(s)) return;
         if (m.find("train/CE loss") == m.end()) {
             bool any = false;
             for (const auto& [name, v] : m) any = any || name.rfind("eval/", 0) == 0;
@@ -111,6 +120,8 @@ public:
         const int64_t total = trainer().max_steps();
         line << "step " << s << "/" << total;
         if (total > 0) line << " (" << (100 * s / total) << "%)";
+        std::ostringstream eta;
+        append_eta(eta, s);
         // In the order of the patterns, with short labels for the common metrics.
         for (const auto& p : cfg_.metrics) {
             for (const auto& [name, v] : m) {
@@ -119,6 +130,22 @@ public:
                 line << " | " << label(name) << " " << format_metric(name, v);
             }
         }
+        line << eta.str();
+        log::info("{}", line.str());
+    }
+
+private:
+    bool metrics_step(int64_t s) {
+        return s > 0 && (s == 1 || s % interval_ == 0 || s == trainer().max_steps());
+    }
+    void progress(std::ostringstream& line, int64_t s) {
+        const int64_t total = trainer().max_steps();
+        line << "step " << s << "/" << total;
+        if (total > 0) line << " (" << (100 * s / total) << "%)";
+        append_eta(line, s);
+    }
+    void append_eta(std::ostringstream& line, int64_t s) {
+        const int64_t total = trainer().max_steps();
         double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
         int64_t done = s - start_step_;
@@ -126,10 +153,8 @@ public:
             line << " | ETA "
                  << format_duration(elapsed / static_cast<double>(done) *
                                     static_cast<double>(total - s));
-        log::info("{}", line.str());
     }
 
-private:
     config::ConsoleLoggerConfig cfg_;
     int64_t interval_;
     std::chrono::steady_clock::time_point start_;

@@ -22,11 +22,13 @@ public:
         const int64_t s = step() + 1;  // the step about to run
         const int64_t begin = cfg_.skip_first + cfg_.wait + cfg_.warmup + 1;
         if (s == begin && !recording_) {
-            std::filesystem::create_directories(trainer().save_folder() + "/profiler");
-            path_ = trainer().save_folder() + "/profiler/rank" +
-                    std::to_string(trainer().env().rank()) + "-step" + std::to_string(s) +
-                    ".chrome_trace.json";
-            recording_ = std::make_unique<torch::autograd::profiler::RecordProfile>(path_);
+            // Written in the work dir, then copied into the run folder (OLMo-core's profiler does
+            // the same through persist_working_file).
+            std::filesystem::create_directories(trainer().work_dir() + "/profiler");
+            relative_ = "profiler/rank" + std::to_string(trainer().env().rank()) + "-step" +
+                        std::to_string(s) + ".chrome_trace.json";
+            recording_ = std::make_unique<torch::autograd::profiler::RecordProfile>(
+                trainer().work_dir() + "/" + relative_);
         } else if (recording_ && s == begin + cfg_.active) {
             finish();
         }
@@ -38,11 +40,11 @@ private:
     void finish() {
         if (!recording_) return;
         recording_.reset();  // writes the trace
-        log::info("profiler trace written to {}", path_);
+        log::info("profiler trace written to {}", trainer().persist_working_file(relative_));
     }
     config::ProfilerConfig cfg_;
     std::unique_ptr<torch::autograd::profiler::RecordProfile> recording_;
-    std::string path_;
+    std::string relative_;
 };
 
 }  // namespace

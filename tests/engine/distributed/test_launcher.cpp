@@ -371,6 +371,43 @@ private Q_SLOTS:
             QVERIFY(std::fabs(it.value() - l[it.key()]) < 1e-5 * std::fabs(it.value()));
     }
 
+    // Two nodes whose run folders are not one folder (no shared filesystem): refused before any
+    // work, on both nodes, naming the rank that cannot see rank 0's files.
+    void twoNodesWithoutASharedFolder() {
+        QTcpServer probe;
+        QVERIFY(probe.listen(QHostAddress::LocalHost));
+        const QString port = QString::number(probe.serverPort());
+        probe.close();
+        QTemporaryDir other;  // node 1's "machine"
+        auto launcher = [&](int node) {
+            auto* p = new QProcess(this);
+            auto e = QProcessEnvironment::systemEnvironment();
+            e.insert("LATHE_RUNS_DIR", node == 0 ? dir_.path() : other.path());
+            p->setProcessEnvironment(e);
+            p->setProcessChannelMode(QProcess::MergedChannels);
+            p->start(
+                engine_path(),
+                QStringList{"launch", "--nnodes", "2", "--node-rank", QString::number(node),
+                            "--nproc", "1", "--master-addr", "127.0.0.1", "--master-port", port} +
+                    common("unshared") + QStringList{"trainer.max_duration=10steps"});
+            return p;
+        };
+        QProcess* n0 = launcher(0);
+        QProcess* n1 = launcher(1);
+        QVERIFY(n0->waitForFinished(180000));
+        QVERIFY(n1->waitForFinished(180000));
+        QString out0 = QString::fromUtf8(n0->readAll()), out1 = QString::fromUtf8(n1->readAll());
+        QCOMPARE(n0->exitCode(), 1);
+        QCOMPARE(n1->exitCode(), 1);
+        QVERIFY2(out0.contains("is not shared by every rank: rank(s) 1 cannot see the file rank 0 "
+                               "wrote there"),
+                 qPrintable(out0));
+        QVERIFY(!QFile::exists(folder("unshared") + "/metrics.jsonl"));
+        QVERIFY(QDir(folder("unshared") + "/logs")
+                    .entryList({".shared-check-*"}, QDir::Hidden)
+                    .isEmpty());
+    }
+
     void workerUnderTorchrunVariables() {
         // A worker started by another launcher (variables already set) just runs.
         auto r = run_engine(

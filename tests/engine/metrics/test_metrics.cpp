@@ -14,6 +14,8 @@
 
 #include <cmath>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 using namespace lathe;
 
@@ -160,6 +162,30 @@ private Q_SLOTS:
             QCOMPARE(j["1"]["only rank 0"].get<double>(),
                      42.0);  // mean over the ranks that have it
             QCOMPARE(j["2"]["mean"].get<double>(), 6.0);
+        }
+    }
+
+    // trainer.bookkeeping_soft_timeout: an operation that runs longer is reported with its name
+    // and duration (a warning in the log by default); quick ones are not.
+    void slowBookkeepingIsReported() {
+        for (bool async : {true, false}) {
+            std::vector<std::pair<std::string, double>> slow;
+            std::mutex mu;
+            {
+                metrics::Bookkeeper bk(async, 0.05,
+                                       [&](const std::string& name, double s, double limit) {
+                                           std::lock_guard<std::mutex> lock(mu);
+                                           slow.emplace_back(name, s);
+                                           QCOMPARE(limit, 0.05);
+                                       });
+                bk.submit("quick", [] {});
+                bk.submit("reduce metrics",
+                          [] { std::this_thread::sleep_for(std::chrono::milliseconds(150)); });
+                bk.join();
+            }
+            QCOMPARE(slow.size(), std::size_t(1));
+            QCOMPARE(slow[0].first, std::string("reduce metrics"));
+            QVERIFY(slow[0].second >= 0.15);
         }
     }
 

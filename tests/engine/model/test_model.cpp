@@ -187,6 +187,58 @@ private Q_SLOTS:
         QCOMPARE(train::scheduler_lr(s, 2.0, 3, 100), 2.0);
         s.name = config::SchedulerName::constant_with_warmup;
         QCOMPARE(train::scheduler_lr(s, 2.0, 5, 100), 1.0);
+
+        auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-12; };
+        config::SchedulerConfig w;  // warmup-stable-decay: the last 20% decays linearly to 0
+        w.name = config::SchedulerName::wsd;
+        w.warmup = 10;
+        w.decay_fraction = 0.2;
+        QVERIFY(near(train::scheduler_lr(w, 1.0, 5, 100), 0.5));
+        QVERIFY(near(train::scheduler_lr(w, 1.0, 50, 100), 1.0));
+        QVERIFY(near(train::scheduler_lr(w, 1.0, 90, 100), 0.5));
+        QVERIFY(near(train::scheduler_lr(w, 1.0, 100, 100), 0.0));
+        w.warmup.reset();
+        w.warmup_fraction = 0.25;  // 25 steps of 100
+        QVERIFY(near(train::scheduler_lr(w, 1.0, 5, 100), 0.2));
+
+        config::SchedulerConfig q;  // inverse square root after the warmup
+        q.name = config::SchedulerName::inv_sqrt_with_warmup;
+        q.warmup = 25;
+        q.alpha_f = 0.0;
+        QVERIFY(near(train::scheduler_lr(q, 1.0, 100, 1000), 0.5));
+
+        config::SchedulerConfig e;  // exponential growth from lr_min to the peak
+        e.name = config::SchedulerName::exponential;
+        e.lr_min = 1e-4;
+        QVERIFY(std::fabs(train::scheduler_lr(e, 1.0, 50, 100) - 1e-2) < 1e-15);
+
+        config::SchedulerConfig c;  // composable: linear up over 10, cosine down over 10, then 0
+        c.name = config::SchedulerName::composable;
+        config::ScheduleStage up, down;
+        up.duration = down.duration = 10;
+        up.start_lr = 0.0;
+        up.end_lr_fraction = 1.0;
+        down.shape = config::ScheduleShape::cosine;
+        down.end_lr = 0.0;
+        c.stages = {up, down};
+        QVERIFY(near(train::scheduler_lr(c, 1.0, 5, 100), 0.5));
+        QVERIFY(near(train::scheduler_lr(c, 1.0, 15, 100), 0.5));
+        QVERIFY(near(train::scheduler_lr(c, 1.0, 30, 100), 0.0));
+
+        config::SchedulerConfig seq;  // constant with warmup for 50, then linear to 0
+        seq.name = config::SchedulerName::sequential;
+        config::ScheduleParams first, second;
+        first.name = config::SchedulerName::constant_with_warmup;
+        first.warmup = 10;
+        second.name = config::SchedulerName::linear_with_warmup;
+        second.warmup = 0;
+        second.alpha_f = 0.0;
+        seq.schedulers = {first, second};
+        seq.schedulers_max = {50};
+        QVERIFY(near(train::scheduler_lr(seq, 1.0, 5, 150), 0.5));
+        QVERIFY(near(train::scheduler_lr(seq, 1.0, 50, 150), 1.0));
+        QVERIFY(near(train::scheduler_lr(seq, 1.0, 100, 150), 0.5));
+        QVERIFY(config::check_consistency(config::ExperimentConfig{}).empty());
     }
 };
 

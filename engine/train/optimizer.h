@@ -1,0 +1,83 @@
+// The optimizers of OLMo-core's optim package, over parameter groups: AdamW (the arithmetic of
+// torch.optim.AdamW's single-tensor path, which OLMo-core's AdamWConfig builds on a CPU),
+// SkipStepAdamW (its foreach path, OLMo-core's default), Lion and SkipStepLion. The skip-step
+// variants multiply every update by a step factor that is 0 when the step's loss or gradient norm
+// lies more than sigma_factor std above the mean of the previous rolling_interval_length steps.
+#pragma once
+
+#include "engine/config/config.h"
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lathe::train {
+
+struct ParamGroup {
+    std::vector<torch::Tensor> params;
+    double lr = 1e-3;
+    double initial_lr = 1e-3;  ///< the peak the scheduler scales
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.0;
+};
+
+class Optimizer {
+public:
+    Optimizer(const config::OptimConfig& cfg, std::vector<ParamGroup> groups);
+
+    std::vector<ParamGroup>& groups() { return groups_; }
+    const std::vector<ParamGroup>& groups() const { return groups_; }
+
+    /// Skip-step optimizers: this step's loss (already averaged over ranks) and, when clipping is
+    /// on, its total gradient norm; set both before step(). Others ignore them.
+    void set_latest_loss(const torch::Tensor& loss);
+    void set_latest_grad_norm(const torch::Tensor& norm);
+    bool skips_steps() const { return skip_; }
+    /// 1 when the last step() was skipped, else 0 (a tensor: reading it waits for the device).
+    torch::Tensor step_skipped() const;
+
+    void step();
+    void zero_grad();
+
+    /// The state kept per parameter, by name: per-element tensors shaped like the parameter, and
+    /// "step" (AdamW kinds) as a one-element int64 tensor. Empty before the first step.
+    std::map<std::string, torch::Tensor> state(const torch::Tensor& param) const;
+    void set_state(const torch::Tensor& param, const std::map<std::string, torch::Tensor>& state);
+    /// The per-element state tensors' names, in a fixed order ("exp_avg", "exp_avg_sq" for AdamW).
+    const std::vector<std::string>& element_state_names() const { return element_names_; }
+    bool has_step_counter() const { return adam_; }
+
+    /// Skip-step optimizers: the rolling loss and grad-norm history, so that a resumed run skips
+    /// exactly the steps the uninterrupted one does ("optim.skip_step.losses", "...grad_norms";
+    /// OLMo-core keeps it in memory only). Empty for the others.
+    std::vector<std::pair<std::string, torch::Tensor>> history() const;
+    void set_history(const std::map<std::string, torch::Tensor>& tensors);
+
+private:
+    struct State {
+        torch::Tensor exp_avg, exp_avg_sq;
+        torch::Tensor step;  ///< float32 scalar on the device (skip-step AdamW counts un-skipped)
+        int64_t steps = 0;   ///< AdamW
+    };
+    torch::Tensor step_factor();
+    void adamw(ParamGroup& g, torch::Tensor& p, State& s);
+    void skip_step_adamw(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
+    void lion(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
+
+    config::OptimizerName name_;
+    bool adam_ = true;
+    bool skip_ = false;
+    int64_t rolling_ = 128;
+    double sigma_ = 6.0;
+    std::vector<ParamGroup> groups_;
+    std::map<const void*, State> state_;
+    std::vector<torch::Tensor> losses_, grad_norms_;
+    torch::Tensor skipped_;
+    std::vector<std::string> element_names_;
+};
+
+}  // namespace lathe::train
