@@ -317,6 +317,13 @@ void Checkpointer::load(const std::string& dir, Stateful& state, bool load_train
                         bool load_optim_state) {
     if (const std::string problem = structural_problem(dir); !problem.empty())
         throw UnusableCheckpointError(dir + ": not a complete checkpoint (" + problem + ")");
+    // A model-only checkpoint (lathe-engine import) has no trainer or optimizer state to load.
+    const auto meta = nlohmann::json::parse(
+        read_text_file(run_folder::join(dir, run_folder::kCheckpointMetadataFile)), nullptr, false);
+    if (meta.is_object() && meta.value("model_only", false)) {
+        load_trainer_state = false;
+        load_optim_state = false;
+    }
     // Every file is read and checked before `state` changes. Damage is UnusableCheckpointError;
     // a whole checkpoint that does not fit `state` (another model shape) is a plain Error.
     nlohmann::json trainer_state = read_train_state(dir, run_folder::train_state_file(0));

@@ -23,6 +23,9 @@ int cmd_bench(const Args& args);
 int cmd_inspect(const Args& args);
 int cmd_launch(const Args& args);
 int cmd_lr_schedule(const Args& args);
+int cmd_export(const Args& args);
+int cmd_import(const Args& args);
+int cmd_generate(const Args& args);
 
 }  // namespace lathe::cli
 

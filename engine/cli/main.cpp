@@ -19,6 +19,15 @@ Commands:
   bench [CONFIG] [--steps N]         time N training steps; prints one JSON line
   inspect [--verify] PATH            describe a checkpoint, or the checkpoints of a run folder;
                                      --verify reads every file and checks each tensor's CRC-32C
+  export CKPT OUT_DIR                write a Hugging Face Olmo2ForCausalLM folder (config.json,
+        [--dtype float32|bfloat16]   model.safetensors, shards past --max-shard-size, default 5GB)
+        [--max-shard-size SIZE]
+  import HF_DIR OUT_CKPT             a model-only Lathe checkpoint from an Olmo2ForCausalLM folder
+                                     (or use trainer.load_path=HF_DIR directly)
+  generate MODEL --prompt TEXT       generate from a checkpoint, a run folder's newest checkpoint or
+        [--prompt-ids 1,2,3] ...     a Hugging Face folder: --max-new-tokens N, --temperature T
+                                     (0 = greedy), --top-k K, --top-p P, --seed S, --stop TEXT,
+                                     --device cpu|cuda, --no-kv-cache, --json
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
@@ -49,6 +58,7 @@ int main(int argc, char** argv) {
         {"schema", cmd_schema},   {"validate", cmd_validate}, {"config", cmd_config},
         {"presets", cmd_presets}, {"train", cmd_train},       {"bench", cmd_bench},
         {"inspect", cmd_inspect}, {"launch", cmd_launch},     {"lr-schedule", cmd_lr_schedule},
+        {"export", cmd_export},   {"import", cmd_import},     {"generate", cmd_generate},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

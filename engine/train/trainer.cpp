@@ -2,6 +2,8 @@
 
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/config/io.h"
+#include "engine/hf/convert.h"
+#include "engine/hf/olmo2.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
@@ -617,6 +619,30 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
 
 bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
                                     std::optional<bool> load_optim_state) {
+    if (hf::is_hf_model_folder(dir)) {
+        // A Hugging Face Olmo2 folder: its weights start the run; trainer and optimizer start
+        // fresh. Every rank reads the files (they are the same everywhere).
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto have = hf::model_config_of(dir);
+        const auto diffs = hf::model_differences(have, cfg_.model);
+        if (!diffs.empty()) {
+            std::string list;
+            for (const auto& d : diffs) list += "\n  " + d;
+            throw Error("cannot load " + dir + ": its model differs from the config's:" + list);
+        }
+        std::map<std::string, torch::Tensor> tensors;
+        for (auto& [name, t] : hf::read_hf_weights(dir, cfg_.model))
+            tensors.emplace("model." + name, std::move(t));
+        load_state_tensors(tensors, /*load_optim=*/false);
+        env_.cpu_group().barrier();
+        pending_load_duration_ =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        log::info("loaded the weights of Hugging Face model {}; trainer and optimizer start fresh",
+                  dir);
+        for_each_callback([&](Callback& c) { c.post_checkpoint_loaded(dir); });
+        checkpoint_loaded_ = true;
+        return true;
+    }
     std::vector<std::string> candidates;
     const bool scanning = !checkpoint::Checkpointer::dir_is_checkpoint(dir);
     if (!scanning) {

@@ -1,0 +1,394 @@
+#include "engine/hf/convert.h"
+
+#include "engine/checkpoint/checkpointer.h"
+#include "engine/checkpoint/tensor_file.h"
+#include "engine/config/io.h"
+#include "engine/hf/olmo2.h"
+#include "engine/hf/safetensors.h"
+#include "engine/run_folder/checkpoint_names.h"
+#include "engine/run_folder/crc32c.h"
+#include "engine/run_folder/file_io.h"
+#include "engine/run_folder/layout.h"
+#include "engine/run_folder/tensor_file_header.h"
+#include "engine/util/error.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace lathe::hf {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+torch::ScalarType torch_dtype(const std::string& name, const std::string& where) {
+    if (name == "float32" || name == "F32") return torch::kFloat32;
+    if (name == "bfloat16" || name == "BF16") return torch::kBFloat16;
+    if (name == "float16" || name == "F16") return torch::kFloat16;
+    throw Error(where + ": dtype " + name +
+                " is not a floating-point weight type (F32, BF16, F16)");
+}
+
+std::string safetensors_dtype(torch::ScalarType t) {
+    switch (t) {
+        case torch::kFloat32:
+            return "F32";
+        case torch::kBFloat16:
+            return "BF16";
+        case torch::kFloat16:
+            return "F16";
+        default:
+            throw Error(std::string("no safetensors name for ") + c10::toString(t));
+    }
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+}
+
+// A folder that must not exist yet, or be empty; written as `dir`.partial and renamed when whole.
+struct Staging {
+    explicit Staging(std::string dir) : final_dir(std::move(dir)), tmp(final_dir + ".partial") {
+        std::error_code ec;
+        if (fs::exists(final_dir, ec) && !fs::is_empty(final_dir, ec))
+            throw Error(final_dir + ": already exists and is not empty; choose a new folder");
+        fs::remove_all(tmp, ec);
+        fs::create_directories(tmp, ec);
+        if (ec) throw Error(tmp + ": cannot create: " + ec.message());
+    }
+    ~Staging() {
+        if (!done) {
+            std::error_code ec;
+            fs::remove_all(tmp, ec);
+        }
+    }
+    void commit() {
+        std::error_code ec;
+        fs::remove(final_dir, ec);  // an empty folder the user made
+        fs::rename(tmp, final_dir, ec);
+        if (ec) throw Error("cannot rename " + tmp + " to " + final_dir + ": " + ec.message());
+        done = true;
+    }
+    std::string final_dir, tmp;
+    bool done = false;
+};
+
+config::ExperimentConfig checkpoint_config(const std::string& ckpt) {
+    const std::string path = run_folder::join(ckpt, run_folder::kConfigFile);
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+        throw Error(ckpt + ": has no " + std::string(run_folder::kConfigFile) +
+                    ", so the model's shape is unknown (was it saved with "
+                    "trainer.callbacks.config_saver disabled?)");
+    // The fields only: a checkpoint's config need not fit this machine (data paths, ranks).
+    std::vector<config::Issue> issues;
+    const auto doc = config::parse_document(run_folder::read_text_file(path), config::Format::json,
+                                            path, issues);
+    auto cfg = issues.empty() ? config::from_json(doc, issues) : config::ExperimentConfig{};
+    if (!issues.empty()) throw config::ConfigError(issues);
+    return cfg;
+}
+
+}  // namespace
+
+uint64_t parse_size(const std::string& text) {
+    std::size_t i = 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == 0) throw Error("'" + text + "' is not a size (for example 5GB, 500MB, 1000000)");
+    const uint64_t n = std::stoull(text.substr(0, i));
+    std::string unit = text.substr(i);
+    for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    static const std::map<std::string, uint64_t> units = {{"", 1},
+                                                          {"B", 1},
+                                                          {"KB", 1000ULL},
+                                                          {"MB", 1000000ULL},
+                                                          {"GB", 1000000000ULL},
+                                                          {"KIB", 1ULL << 10},
+                                                          {"MIB", 1ULL << 20},
+                                                          {"GIB", 1ULL << 30}};
+    auto it = units.find(unit);
+    if (it == units.end()) throw Error("'" + text + "': unknown unit '" + unit + "'");
+    if (n == 0) throw Error("'" + text + "': the size must be positive");
+    return n * it->second;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
+    const config::ModelConfig& m) {
+    const int64_t d = m.d_model, q = m.n_heads * m.resolved_head_dim(),
+                  kv = m.kv_heads() * m.resolved_head_dim(), h = m.hidden_size();
+    std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+    out.push_back({"embeddings.weight", {m.vocab_size, d}});
+    for (int64_t i = 0; i < m.n_layers; ++i) {
+        const std::string p = "blocks." + std::to_string(i) + ".";
+        out.push_back({p + "attention.w_q.weight", {q, d}});
+        out.push_back({p + "attention.w_k.weight", {kv, d}});
+        out.push_back({p + "attention.w_v.weight", {kv, d}});
+        out.push_back({p + "attention.w_out.weight", {d, q}});
+        if (m.qk_norm) {
+            out.push_back({p + "attention.q_norm.weight", {q}});
+            out.push_back({p + "attention.k_norm.weight", {kv}});
+        }
+        out.push_back({p + "attention_norm.weight", {d}});
+        out.push_back({p + "feed_forward.w1.weight", {h, d}});
+        out.push_back({p + "feed_forward.w3.weight", {h, d}});
+        out.push_back({p + "feed_forward.w2.weight", {d, h}});
+        out.push_back({p + "feed_forward_norm.weight", {d}});
+    }
+    out.push_back({"lm_head_norm.weight", {d}});
+    out.push_back({"lm_head.weight", {m.vocab_size, d}});
+    return out;
+}
+
+ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_dir,
+                               const ExportOptions& options) {
+    if (!checkpoint::Checkpointer::dir_is_checkpoint(ckpt))
+        throw Error(ckpt + ": not a complete Lathe checkpoint (no .metadata.json, " +
+                    run_folder::train_state_file(0) + " or " + run_folder::kModelTensorFile + ")");
+    const auto cfg = checkpoint_config(ckpt);
+    const auto& m = cfg.model;
+    const torch::ScalarType out_type = torch_dtype(options.dtype, "--dtype");
+    if (out_type == torch::kFloat16) throw Error("--dtype: use float32 or bfloat16");
+    const bool bytes = cfg.dataset.source != config::DataSource::numpy && m.vocab_size == 256;
+    ExportTokens tokens;  // byte-level sources have no special tokens
+    auto config_json = olmo2_config_json(
+        m, options.dtype,
+        std::max(cfg.dataset.sequence_length, cfg.train_module.max_sequence_length), tokens);
+    // Lathe's own note of how text becomes ids; transformers keeps unknown keys as attributes.
+    config_json["lathe"] = {{"tokenizer", bytes ? "bytes" : "unknown"},
+                            {"source_checkpoint", fs::absolute(ckpt).lexically_normal().string()}};
+
+    const std::string tensor_path = run_folder::join(ckpt, run_folder::kModelTensorFile);
+    const auto header = run_folder::read_tensor_file_header(tensor_path);
+    std::map<std::string, const run_folder::TensorEntry*> by_name;
+    for (const auto& e : header.tensors) by_name[e.name] = &e;
+
+    struct Item {
+        std::string hf;
+        const run_folder::TensorEntry* entry;
+        uint64_t out_bytes;
+    };
+    std::vector<Item> items;
+    for (const auto& [name, shape] : parameter_shapes(m)) {
+        auto it = by_name.find("model." + name);
+        if (it == by_name.end())
+            throw Error(tensor_path + ": no tensor 'model." + name + "' for the config's model");
+        if (it->second->shape != shape)
+            throw Error(tensor_path + ": tensor 'model." + name + "' has shape " +
+                        shape_text(it->second->shape) + ", the config's model needs " +
+                        shape_text(shape));
+        int64_t numel = 1;
+        for (auto s : shape) numel *= s;
+        items.push_back({*hf_name(name), it->second,
+                         static_cast<uint64_t>(numel) * c10::elementSize(out_type)});
+    }
+    // Shards: greedily, in order, each up to max_shard_bytes (a larger tensor gets its own).
+    std::vector<std::vector<const Item*>> shards(1);
+    uint64_t in_shard = 0;
+    for (const auto& it : items) {
+        if (!shards.back().empty() && in_shard + it.out_bytes > options.max_shard_bytes) {
+            shards.emplace_back();
+            in_shard = 0;
+        }
+        shards.back().push_back(&it);
+        in_shard += it.out_bytes;
+    }
+
+    Staging staging(out_dir);
+    ExportResult result;
+    std::ifstream in(tensor_path, std::ios::binary);
+    if (!in) throw Error(tensor_path + ": cannot open: " + std::strerror(errno));
+    std::vector<char> buffer;
+    nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+        char name[64];
+        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+        const std::string file = shards.size() == 1 ? "model.safetensors" : name;
+        std::vector<SafetensorsEntry> layout;
+        for (const Item* it : shards[s]) {
+            SafetensorsEntry e;
+            e.name = it->hf;
+            e.dtype = safetensors_dtype(out_type);
+            e.shape = it->entry->shape;
+            layout.push_back(e);
+            weight_map[it->hf] = file;
+        }
+        SafetensorsWriter writer(run_folder::join(staging.tmp, file), layout, {{"format", "pt"}});
+        for (const Item* it : shards[s]) {
+            const auto& e = *it->entry;
+            buffer.resize(e.nbytes);
+            in.seekg(static_cast<std::streamoff>(header.data_start + e.offset));
+            in.read(buffer.data(), static_cast<std::streamsize>(e.nbytes));
+            if (!in) throw Error(tensor_path + ": cannot read tensor '" + e.name + "'");
+            if (e.crc32c && run_folder::crc32c(buffer.data(), e.nbytes) != *e.crc32c)
+                throw Error(tensor_path + ": corrupted: checksum mismatch in tensor '" + e.name +
+                            "'");
+            auto src = torch::from_blob(buffer.data(), e.shape,
+                                        torch_dtype(e.dtype, tensor_path + ": " + e.name));
+            auto out = src.to(out_type).contiguous();
+            writer.write(it->hf, out.data_ptr(), it->out_bytes);
+            result.weight_bytes += it->out_bytes;
+            ++result.tensors;
+        }
+        writer.finish();
+        result.files.push_back(file);
+    }
+    if (shards.size() > 1) {
+        nlohmann::ordered_json index = {{"metadata", {{"total_size", result.weight_bytes}}},
+                                        {"weight_map", weight_map}};
+        run_folder::write_file_atomic(run_folder::join(staging.tmp, "model.safetensors.index.json"),
+                                      index.dump(2) + "\n");
+        result.files.push_back("model.safetensors.index.json");
+    }
+    run_folder::write_file_atomic(run_folder::join(staging.tmp, "config.json"),
+                                  config_json.dump(2) + "\n");
+    nlohmann::json generation = {{"_from_model_config", true},
+                                 {"bos_token_id", nullptr},
+                                 {"eos_token_id", nullptr},
+                                 {"pad_token_id", nullptr}};
+    run_folder::write_file_atomic(run_folder::join(staging.tmp, "generation_config.json"),
+                                  generation.dump(2) + "\n");
+    result.files.push_back("config.json");
+    result.files.push_back("generation_config.json");
+    staging.commit();
+    return result;
+}
+
+config::ModelConfig model_config_of(const std::string& path) {
+    if (is_hf_model_folder(path)) {
+        const std::string file = run_folder::join(path, "config.json");
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(run_folder::read_text_file(file));
+        } catch (const nlohmann::json::exception& e) {
+            throw Error(file + ": not JSON: " + e.what());
+        }
+        return model_config_from_hf(j, file);
+    }
+    return checkpoint_config(path).model;
+}
+
+std::map<std::string, torch::Tensor> read_hf_weights(
+    const std::string& dir, const config::ModelConfig& m,
+    const std::map<std::string, std::string>& key_mapping) {
+    std::map<std::string, std::vector<int64_t>> want;
+    for (auto& [name, shape] : parameter_shapes(m)) want[name] = shape;
+    std::map<std::string, std::string> from_file;  // name in the files -> Lathe name
+    for (const auto& [lathe, in_file] : key_mapping) {
+        if (!want.count(lathe))
+            throw Error("load_key_mapping: '" + lathe + "' is not a parameter of the model");
+        from_file[in_file] = lathe;
+    }
+    const auto type = m.dtype == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32;
+    std::map<std::string, torch::Tensor> out;
+    std::map<std::string, std::string> where;
+    for (const auto& file : hf_weight_files(dir)) {
+        SafetensorsReader reader(file);
+        for (const auto& e : reader.header().tensors) {
+            // Buffers some exports carry; the model recomputes them.
+            const std::string buffer_suffix = "rotary_emb.inv_freq";
+            if (e.name.size() >= buffer_suffix.size() &&
+                e.name.compare(e.name.size() - buffer_suffix.size(), buffer_suffix.size(),
+                               buffer_suffix) == 0)
+                continue;
+            std::optional<std::string> name;
+            if (auto it = from_file.find(e.name); it != from_file.end())
+                name = it->second;
+            else
+                name = lathe_name(e.name);
+            if (!name || !want.count(*name))
+                throw Error(file + ": tensor '" + e.name +
+                            "' is not a parameter of this Olmo2 model (an unknown name; "
+                            "trainer.load_key_mapping can rename)");
+            if (where.count(*name))
+                throw Error(file + ": tensor '" + e.name + "' is '" + *name +
+                            "', which is already in " + where[*name]);
+            if (e.shape != want[*name])
+                throw Error(file + ": tensor '" + e.name + "' has shape " + shape_text(e.shape) +
+                            ", the model needs " + shape_text(want[*name]));
+            const auto src_type = torch_dtype(e.dtype, file + ": tensor '" + e.name + "'");
+            auto t = torch::empty(e.shape, src_type);
+            reader.read(e, t.data_ptr());
+            out[*name] = t.to(type);
+            where[*name] = file;
+        }
+    }
+    std::vector<std::string> missing;
+    for (const auto& [name, shape] : want)
+        if (!out.count(name)) missing.push_back(name);
+    if (!missing.empty()) {
+        std::string list;
+        for (std::size_t i = 0; i < missing.size() && i < 5; ++i)
+            list += (i ? ", " : "") + missing[i] + " (" + hf_name(missing[i]).value_or("?") + ")";
+        if (missing.size() > 5) list += " and " + std::to_string(missing.size() - 5) + " more";
+        throw Error(dir + ": missing tensors: " + list);
+    }
+    return out;
+}
+
+std::map<std::string, torch::Tensor> read_checkpoint_weights(const std::string& ckpt,
+                                                             const config::ModelConfig& m) {
+    const std::string path = run_folder::join(ckpt, run_folder::kModelTensorFile);
+    const auto header = run_folder::read_tensor_file_header(path);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
+    const auto type = m.dtype == config::DType::bfloat16 ? torch::kBFloat16 : torch::kFloat32;
+    std::map<std::string, torch::Tensor> out;
+    for (const auto& [name, shape] : parameter_shapes(m)) {
+        const run_folder::TensorEntry* e = nullptr;
+        for (const auto& t : header.tensors)
+            if (t.name == "model." + name) e = &t;
+        if (!e) throw Error(path + ": no tensor 'model." + name + "'");
+        if (e->shape != shape)
+            throw Error(path + ": tensor 'model." + name + "' has shape " + shape_text(e->shape) +
+                        ", the model needs " + shape_text(shape));
+        auto t = torch::empty(shape, torch_dtype(e->dtype, path + ": " + e->name));
+        if (static_cast<uint64_t>(t.numel()) * t.element_size() != e->nbytes)
+            throw Error(path + ": tensor '" + e->name + "' size does not match its shape");
+        in.seekg(static_cast<std::streamoff>(header.data_start + e->offset));
+        in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e->nbytes));
+        if (!in) throw Error(path + ": cannot read tensor '" + e->name + "'");
+        if (e->crc32c && run_folder::crc32c(t.data_ptr(), e->nbytes) != *e->crc32c)
+            throw Error(path + ": corrupted: checksum mismatch in tensor '" + e->name + "'");
+        out[name] = t.to(type);
+    }
+    return out;
+}
+
+void import_hf(const std::string& hf_dir, const std::string& out_ckpt) {
+    if (!is_hf_model_folder(hf_dir))
+        throw Error(hf_dir +
+                    ": not a Hugging Face model folder (config.json with "
+                    "model.safetensors or model.safetensors.index.json)");
+    const auto m = model_config_of(hf_dir);
+    auto weights = read_hf_weights(hf_dir, m);
+    config::ExperimentConfig cfg;
+    cfg.model = m;
+    cfg.run_name = "import";
+    Staging staging(out_ckpt);
+    fs::create_directories(fs::path(staging.tmp) / "model_and_optim");
+    fs::create_directories(fs::path(staging.tmp) / "train");
+    std::vector<std::pair<std::string, torch::Tensor>> tensors;
+    for (const auto& [name, shape] : parameter_shapes(m))
+        tensors.emplace_back("model." + name, weights.at(name));
+    checkpoint::write_tensor_file(run_folder::join(staging.tmp, run_folder::kModelTensorFile),
+                                  tensors);
+    run_folder::write_file_atomic(run_folder::join(staging.tmp, run_folder::train_state_file(0)),
+                                  nlohmann::json{{"global_step", 0}}.dump() + "\n");
+    run_folder::write_file_atomic(run_folder::join(staging.tmp, run_folder::kConfigFile),
+                                  config::to_json(cfg).dump(2) + "\n");
+    nlohmann::json meta = {
+        {"ephemeral", false}, {"version", config::version()},
+        {"world_size", 1},    {"format", "lathe-checkpoint-v1"},
+        {"model_only", true}, {"imported_from", fs::absolute(hf_dir).lexically_normal().string()}};
+    run_folder::write_file_atomic(
+        run_folder::join(staging.tmp, run_folder::kCheckpointMetadataFile), meta.dump(2) + "\n");
+    staging.commit();
+}
+
+}  // namespace lathe::hf

@@ -1,0 +1,67 @@
+// Moving models between Lathe checkpoints and Hugging Face Olmo2ForCausalLM folders (and
+// OLMo-core-named safetensors). Both directions go tensor by tensor, so memory stays near the
+// largest tensor, not the model.
+#pragma once
+
+#include "engine/config/config.h"
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lathe::hf {
+
+struct ExportOptions {
+    std::string dtype = "float32";                ///< "float32" or "bfloat16"
+    uint64_t max_shard_bytes = 5'000'000'000ULL;  ///< Hugging Face's default, "5GB"
+};
+
+struct ExportResult {
+    std::vector<std::string> files;  ///< every file written, relative to the output folder
+    uint64_t weight_bytes = 0;
+    int64_t tensors = 0;
+};
+
+/// Parses a size such as "5GB", "500MB", "64KiB" or "123456" (bytes; GB = 10^9, GiB = 2^30).
+uint64_t parse_size(const std::string& text);
+
+/// Writes the complete Lathe checkpoint `ckpt` as a Hugging Face Olmo2ForCausalLM folder
+/// `out_dir`: config.json, generation_config.json, model.safetensors (or shards plus
+/// model.safetensors.index.json past `max_shard_bytes`). Refuses an incomplete checkpoint, one
+/// without its config.json, and an existing non-empty `out_dir`. Nothing is left in `out_dir` when
+/// it fails.
+ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_dir,
+                               const ExportOptions& options);
+
+/// The model config recorded with the weights at `path`: a Hugging Face folder's config.json, or a
+/// Lathe checkpoint's config.json.
+config::ModelConfig model_config_of(const std::string& path);
+
+/// Reads the weights of the Hugging Face folder `dir` (sharded or not; fp32, bf16 or fp16) under
+/// Lathe's parameter names (without "model."), converted to `m`'s dtype. Names may also be
+/// OLMo-core's. `key_mapping` maps a Lathe parameter name to the name it has in the files (for
+/// renamed parameters, as OLMo-core's load_key_mapping). Every tensor is checked before any is
+/// returned: an unknown or missing name, a shape that does not fit `m`, a damaged file each throw
+/// lathe::Error naming the file and the tensor.
+std::map<std::string, torch::Tensor> read_hf_weights(
+    const std::string& dir, const config::ModelConfig& m,
+    const std::map<std::string, std::string>& key_mapping = {});
+
+/// The model's parameters of the complete Lathe checkpoint `ckpt` (its optimizer state is not
+/// read), by Lathe name, converted to `m`'s dtype; each checked against its CRC-32C.
+std::map<std::string, torch::Tensor> read_checkpoint_weights(const std::string& ckpt,
+                                                             const config::ModelConfig& m);
+
+/// `lathe-engine import`: a model-only Lathe checkpoint (step 0, .metadata.json "model_only") in
+/// `out_ckpt` from the Hugging Face folder `hf_dir`, with a config.json whose model section is the
+/// folder's. A run that loads it starts its trainer and optimizer fresh.
+void import_hf(const std::string& hf_dir, const std::string& out_ckpt);
+
+/// The parameter shapes of the model `m`, by Lathe name, in Hugging Face's order.
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
+    const config::ModelConfig& m);
+
+}  // namespace lathe::hf
