@@ -28,12 +28,13 @@ torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch
 // The new positions `ids` (B, T) through every block, with `cache` holding the earlier ones.
 // `positions` (B, T): RoPE positions; `mask` (B, 1, T, S): which keys each query may see. Returns
 // the hidden state of the last position after the final norm and LM head: (B, vocab).
+// `max_positions`: the RoPE tables cover this many positions, so they are computed once.
 torch::Tensor forward_step(TransformerImpl& m, const torch::Tensor& ids,
                            const torch::Tensor& positions, const torch::Tensor& mask,
-                           std::vector<LayerCache>& cache) {
+                           std::vector<LayerCache>& cache, int64_t max_positions) {
     const int64_t B = ids.size(0), T = ids.size(1);
     const int64_t head_dim = m.cfg.resolved_head_dim();
-    auto [cos_table, sin_table] = m.rope->tables(positions.max().item<int64_t>() + 1, ids.device());
+    auto [cos_table, sin_table] = m.rope->tables(max_positions, ids.device());
     auto cos = cos_table.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim});
     auto sin = sin_table.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim});
     auto x = m.embeddings(ids);
@@ -142,7 +143,8 @@ std::vector<Generation> generate(Transformer& model,
         // row of the softmax is empty.
         auto mask = (slots_k <= slots_q.view({1, T, 1})) & (slots_k >= pad_t.view({B, 1, 1}));
         mask = mask | (slots_k == slots_q.view({1, T, 1}));
-        auto logits = forward_step(m, ids, positions, mask.unsqueeze(1).to(device), cache);
+        auto logits = forward_step(m, ids, positions, mask.unsqueeze(1).to(device), cache,
+                                   P + o.max_new_tokens);
         cached = S;
         logits = logits.cpu();
         auto logprobs = logits.log_softmax(-1);

@@ -1,7 +1,9 @@
 // Model and schedule maths in-process: preset shapes and parameter counts, causality, RoPE and
-// RMSNorm against hand-computed cases, FLOPs and scheduler values. (Data: tests/engine/data.)
+// RMSNorm against hand-computed cases, FLOPs and scheduler values, and generation: the KV cache and
+// left padding change nothing, sampling follows its seed only. (Data: tests/engine/data.)
 #include "engine/config/io.h"
 #include "engine/config/memory_estimate.h"
+#include "engine/model/generate.h"
 #include "engine/model/transformer.h"
 #include "engine/train/scheduler.h"
 
@@ -169,6 +171,86 @@ private Q_SLOTS:
         auto mask = (labels.view({-1}) != -100).to(torch::kFloat32);
         double z = (1e-4 * torch::logsumexp(logits, -1).pow(2) * mask).sum().item<double>() / 14.0;
         QVERIFY(std::fabs(out.z_loss.item<double>() - z) < 1e-6);
+    }
+
+    // Generation: the KV cache, a left-padded batch and the full recomputation agree; greedy is
+    // the argmax of the plain forward; sampling depends on its seed and on nothing else.
+    void generationCacheAndPaddingChangeNothing() {
+        config::ModelConfig c;
+        c.n_kv_heads = 2;
+        c.init_seed = 3;
+        model::Transformer m(c);
+        const std::vector<std::vector<int64_t>> prompts = {{5, 6, 7, 8, 9, 10}, {200}, {1, 2, 3}};
+        model::GenerateOptions o;
+        o.max_new_tokens = 12;
+        o.temperature = 0;
+        const auto batch = model::generate(m, prompts, o);
+        o.kv_cache = false;
+        const auto recomputed = model::generate(m, prompts, o);
+        o.kv_cache = true;
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
+            const auto alone = model::generate(m, {prompts[i]}, o);
+            QCOMPARE(batch[i].ids, alone[0].ids);
+            QCOMPARE(batch[i].ids, recomputed[i].ids);
+            for (std::size_t k = 0; k < batch[i].ids.size(); ++k) {
+                QVERIFY(std::abs(batch[i].logprobs[k] - alone[0].logprobs[k]) < 1e-5);
+                QVERIFY(std::abs(batch[i].logprobs[k] - recomputed[i].logprobs[k]) < 1e-5);
+            }
+            QCOMPARE(batch[i].finish_reason, std::string("length"));
+        }
+        // Greedy = the argmax of the training forward over the whole sequence.
+        torch::NoGradGuard no_grad;
+        m->eval();
+        auto seq = prompts[0];
+        seq.insert(seq.end(), batch[0].ids.begin(), batch[0].ids.end() - 1);
+        auto logits = m->forward(torch::tensor(seq).view({1, -1}));
+        const auto n = static_cast<int64_t>(prompts[0].size());
+        for (std::size_t k = 0; k < batch[0].ids.size(); ++k)
+            QCOMPARE(logits[0][n - 1 + static_cast<int64_t>(k)].argmax().item<int64_t>(),
+                     batch[0].ids[k]);
+    }
+
+    void generationSamplingFollowsItsSeed() {
+        config::ModelConfig c;
+        model::Transformer m(c);
+        m->train();
+        model::GenerateOptions o;
+        o.max_new_tokens = 16;
+        o.temperature = 1.5;
+        o.seed = 7;
+        torch::manual_seed(1);
+        const auto before = torch::rand({1}).item<float>();
+        torch::manual_seed(1);
+        const auto a = model::generate(m, {{1, 2, 3}}, o);
+        QCOMPARE(torch::rand({1}).item<float>(), before);  // the global RNG is untouched
+        QVERIFY(m->is_training());                          // and the mode restored
+        const auto b = model::generate(m, {{1, 2, 3}}, o);
+        QCOMPARE(a[0].ids, b[0].ids);
+        o.seed = 8;
+        QVERIFY(model::generate(m, {{1, 2, 3}}, o)[0].ids != a[0].ids);
+        // top_k = 1 and a tiny top_p are greedy whatever the temperature.
+        model::GenerateOptions greedy;
+        greedy.max_new_tokens = 16;
+        greedy.temperature = 0;
+        const auto g = model::generate(m, {{1, 2, 3}}, greedy);
+        o.top_k = 1;
+        QCOMPARE(model::generate(m, {{1, 2, 3}}, o)[0].ids, g[0].ids);
+        o.top_k = 0;
+        o.top_p = 1e-6;
+        QCOMPARE(model::generate(m, {{1, 2, 3}}, o)[0].ids, g[0].ids);
+        // Stops: an id, or the callback.
+        greedy.stop_ids = {g[0].ids[3]};
+        const auto s = model::generate(m, {{1, 2, 3}}, greedy);
+        QVERIFY(s[0].ids.size() <= 4);
+        QCOMPARE(s[0].finish_reason, std::string("stop_id"));
+        greedy.stop_ids.clear();
+        greedy.stop = [](std::size_t, const std::vector<int64_t>& ids) { return ids.size() == 5; };
+        const auto cb = model::generate(m, {{1, 2, 3}}, greedy);
+        QCOMPARE(cb[0].ids.size(), std::size_t{5});
+        QCOMPARE(cb[0].finish_reason, std::string("stop"));
+        // Bad prompts are named.
+        QVERIFY_THROWS_EXCEPTION(std::exception, model::generate(m, {{1}, {}}, greedy));
+        QVERIFY_THROWS_EXCEPTION(std::exception, model::generate(m, {{256}}, greedy));
     }
 
     void schedulers() {
