@@ -85,7 +85,7 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${LATHE_PACKAGE_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
 set(_deb_depends "libc6 (>= 2.34)" "libgcc-s1 (>= 3.0)" "libstdc++6 (>= 12)" "libyaml-cpp0.7 (>= 0.7.0)")
 if(TARGET lathe-engine)
-  list(APPEND _deb_depends "libspdlog1.10-fmt9" "libfmt9 (>= 9.1.0+ds1)")
+  list(APPEND _deb_depends "libspdlog1.10-fmt9" "libfmt9 (>= 9.1.0+ds1)" "libpcre2-8-0 (>= 10.42)")
 endif()
 if(TARGET lathe)
   list(APPEND _deb_depends "libqt6core6 (>= 6.4.0)" "libqt6gui6 (>= 6.4.0)" "libqt6widgets6 (>= 6.4.0)"

@@ -14,6 +14,8 @@
 #include "ui/runs/run_metrics_loader.h"
 #include "ui/runs/runs_model.h"
 #include "ui/runs/runs_panel.h"
+#include "ui/samples/samples_model.h"
+#include "ui/samples/samples_panel.h"
 
 #include "engine/run_folder/layout.h"
 
@@ -104,6 +106,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     addDockWidget(Qt::BottomDockWidgetArea, logDock);
 
     buildRunsDocks();
+    buildSamplesDock(logDock);
     buildActions();
     buildToolbar();
     buildMenus();
@@ -209,6 +212,53 @@ void MainWindow::buildRunsDocks() {
                 for (int row = first; row <= last; ++row)
                     if (runsModel_->run(row).path == session_->shownRun()) selectShown();
             });
+}
+
+namespace {
+
+// Whether the run of `path` (a run folder or one of its checkpoints) has byte tokens, from the
+// config.json found there or in the folder above.
+bool tokensAreBytes(const QString& path) {
+    for (const QString& dir : {path, QFileInfo(path).absolutePath()}) {
+        lathe::config::Json config;
+        if (!readJsonFile(runFile(dir, run_folder::kConfigFile), config) || !config.is_object())
+            continue;
+        const auto dataset = config.value("dataset", lathe::config::Json::object());
+        return !dataset.is_object() || dataset.value("source", std::string("builtin")) != "numpy";
+    }
+    return true;
+}
+
+}  // namespace
+
+void MainWindow::buildSamplesDock(QDockWidget* besides) {
+    samplesModel_ = new SamplesModel(this);
+    auto* dock = new QDockWidget(tr("Samples"), this);
+    dock->setObjectName(QStringLiteral("samplesDock"));
+    samplesPanel_ = new SamplesPanel(samplesModel_, dock);
+    dock->setWidget(samplesPanel_);
+    addDockWidget(Qt::BottomDockWidgetArea, dock);
+    tabifyDockWidget(besides, dock);
+    besides->raise();
+    auto updateSource = [this] {
+        QString source = checkpointsPanel_->currentCheckpoint();
+        if (source.isEmpty()) source = checkpointsModel_->runDir();
+        samplesPanel_->setModelSource(source, source.isEmpty() || tokensAreBytes(source));
+    };
+    connect(session_, &RunSession::shownRunChanged, this, [this, updateSource](const QString& dir) {
+        if (dir.isEmpty())
+            samplesModel_->clear();
+        else if (dir != samplesModel_->runDir())
+            samplesModel_->loadRun(dir);
+        updateSource();
+    });
+    connect(checkpointsPanel_, &CheckpointsPanel::currentCheckpointChanged, this, updateSource);
+    connect(run_, &RunController::samplesReceived, this, [this](const lathe::protocol::Samples& s) {
+        QVector<SamplesModel::Sample> samples;
+        for (const auto& x : s.samples)
+            samples.push_back({QString::fromStdString(x.prompt), QString::fromStdString(x.text)});
+        samplesModel_->addStep(s.step, samples);
+    });
 }
 
 void MainWindow::setRunsRoot(const QString& root) {

@@ -33,6 +33,8 @@ class PlotPanel;
 class RunSession;
 class RunsModel;
 class RunsPanel;
+class SamplesModel;
+class SamplesPanel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -61,6 +63,8 @@ public:
     RunsPanel* runsPanel() const { return runsPanel_; }
     CheckpointsModel* checkpointsModel() const { return checkpointsModel_; }
     CheckpointsPanel* checkpointsPanel() const { return checkpointsPanel_; }
+    SamplesModel* samplesModel() const { return samplesModel_; }
+    SamplesPanel* samplesPanel() const { return samplesPanel_; }
 
     /// Where runs live: $LATHE_RUNS_DIR, else the folder chosen in File > Runs folder, else the
     /// engine's default. Passed to the engine as --runs-dir.
@@ -107,6 +111,8 @@ private:
     void saveLayout();
     void restoreLayout();
     void buildRunsDocks();
+    /// The Samples dock: the shown run's samples, and Try it on the selected checkpoint.
+    void buildSamplesDock(QDockWidget* besides);
     void showProblem(const QString& title, const QString& text);
     /// The plan to resume from `checkpoint`, or nullopt after telling the user why not.
     std::optional<ResumePlan> resumePlanFor(const QString& checkpoint);
@@ -123,6 +129,8 @@ private:
     RunsPanel* runsPanel_ = nullptr;
     CheckpointsModel* checkpointsModel_ = nullptr;
     CheckpointsPanel* checkpointsPanel_ = nullptr;
+    SamplesModel* samplesModel_ = nullptr;
+    SamplesPanel* samplesPanel_ = nullptr;
     QString runsRoot_;
 
     QAction* start_ = nullptr;

@@ -26,6 +26,7 @@ int cmd_lr_schedule(const Args& args);
 int cmd_export(const Args& args);
 int cmd_import(const Args& args);
 int cmd_generate(const Args& args);
+int cmd_tokenizer(const Args& args);
 
 }  // namespace lathe::cli
 

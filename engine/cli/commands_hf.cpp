@@ -7,6 +7,7 @@
 #include "engine/model/generate.h"
 #include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
 
 #include <nlohmann/json.hpp>
@@ -136,7 +137,7 @@ std::string resolve_model_path(const std::string& path) {
     return found.back().path;
 }
 
-// Whether the model's ids are bytes (the built-in corpus and text sources, vocabulary 256).
+// Whether the model's ids are bytes (the built-in corpus and text sources).
 bool byte_tokens(const std::string& path) {
     if (hf::is_hf_model_folder(path)) {
         const auto j = nlohmann::json::parse(
@@ -148,30 +149,34 @@ bool byte_tokens(const std::string& path) {
         run_folder::read_text_file(run_folder::join(path, run_folder::kConfigFile)), nullptr,
         false);
     if (!j.is_object()) return false;
-    const auto source = j.value("dataset", nlohmann::json::object()).value("source", "builtin");
-    return source != "numpy" &&
-           j.value("model", nlohmann::json::object()).value("vocab_size", int64_t{0}) == 256;
+    // The built-in corpus and text files are bytes (config::DatasetConfig::tokens_are_bytes).
+    const auto dataset = j.value("dataset", nlohmann::json::object());
+    return !dataset.is_object() || dataset.value("source", "builtin") != "numpy";
 }
 
+// Bytes as text; an id that is no byte (a vocabulary wider than 256) becomes U+FFFD.
 std::string bytes_text(const std::vector<int64_t>& ids) {
     std::string s;
-    for (auto id : ids) s += static_cast<char>(static_cast<unsigned char>(id));
+    for (auto id : ids)
+        s += id >= 0 && id < 256 ? std::string(1, static_cast<char>(id)) : "\xEF\xBF\xBD";
     return s;
 }
 
 }  // namespace
 
 int cmd_generate(const Args& args) {
-    auto p = parse_args(args,
-                        {"--prompt", "--prompt-ids", "--max-new-tokens", "--temperature", "--top-k",
-                         "--top-p", "--seed", "--stop", "--device", "--threads"},
-                        {"--json", "--no-kv-cache"});
+    auto p =
+        parse_args(args,
+                   {"--prompt", "--prompt-ids", "--tokenizer", "--max-new-tokens", "--temperature",
+                    "--top-k", "--top-p", "--seed", "--stop", "--device", "--threads"},
+                   {"--json", "--no-kv-cache", "--logits"});
     auto usage = [](const std::string& why) {
         std::cerr << "lathe-engine generate: " << why
                   << "\nusage: lathe-engine generate CHECKPOINT|HF_DIR|RUN_DIR (--prompt TEXT | "
-                     "--prompt-ids 1,2,3)... [--max-new-tokens N] [--temperature T] [--top-k K] "
+                     "--prompt-ids 1,2,3)... [--tokenizer FILE] [--max-new-tokens N] "
+                     "[--temperature T] [--top-k K] "
                      "[--top-p P] [--seed S] [--stop TEXT] [--device cpu|cuda] [--threads N] "
-                     "[--no-kv-cache] [--json]\n";
+                     "[--no-kv-cache] [--json [--logits]]\n";
         return kExitUsage;
     };
     for (const auto& e : p.errors) return usage(e);
@@ -206,21 +211,35 @@ int cmd_generate(const Args& args) {
     if (prompts.empty() && prompt_texts.empty()) return usage("give --prompt or --prompt-ids");
 
     const std::string path = resolve_model_path(p.spec);
-    const bool bytes = byte_tokens(path);
-    if (!prompt_texts.empty() && !bytes)
+    // Text: through --tokenizer, else as bytes for byte-token runs.
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    if (p.has("--tokenizer")) {
+        tok = tokenizer::load_tokenizer(p.option("--tokenizer"));
+        if (auto eos = tok->eos_id()) o.stop_ids.push_back(*eos);
+    }
+    const bool bytes = !tok && byte_tokens(path);
+    const bool has_text = tok || bytes;
+    auto to_text = [&](const std::vector<int64_t>& ids) {
+        return tok ? tok->decode(ids, /*skip_special=*/true) : bytes_text(ids);
+    };
+    if (!prompt_texts.empty() && !has_text)
         throw Error(path +
                     ": no tokenizer is known for this model, so --prompt TEXT cannot be encoded; "
-                    "give --prompt-ids");
-    if (!stops.empty() && !bytes)
-        throw Error(path + ": --stop needs a tokenizer to read the text; none is known");
+                    "give --tokenizer FILE or --prompt-ids");
+    if (!stops.empty() && !has_text)
+        throw Error(path + ": --stop needs a tokenizer to read the text; give --tokenizer FILE");
     for (const auto& t : prompt_texts) {
         std::vector<int64_t> ids;
-        for (unsigned char c : t) ids.push_back(c);
+        if (tok) {
+            ids = tok->encode(t);
+        } else {
+            for (unsigned char c : t) ids.push_back(c);
+        }
         prompts.push_back(ids);
     }
     if (!stops.empty()) {
-        o.stop = [&stops](std::size_t, const std::vector<int64_t>& ids) {
-            const std::string text = bytes_text(ids);
+        o.stop = [&stops, &to_text](std::size_t, const std::vector<int64_t>& ids) {
+            const std::string text = to_text(ids);
             for (const auto& s : stops)
                 if (!s.empty() && text.size() >= s.size() &&
                     text.compare(text.size() - s.size(), s.size(), s) == 0)
@@ -238,6 +257,10 @@ int cmd_generate(const Args& args) {
 
     const auto t_load = std::chrono::steady_clock::now();
     const auto m = hf::model_config_of(path);
+    if (tok && tok->vocab_size() > m.vocab_size)
+        throw Error(p.option("--tokenizer") + ": its vocabulary (" +
+                    std::to_string(tok->vocab_size()) + ") is larger than the model's (" +
+                    std::to_string(m.vocab_size) + "): not this model's tokenizer");
     auto weights = hf::is_hf_model_folder(path) ? hf::read_hf_weights(path, m)
                                                 : hf::read_checkpoint_weights(path, m);
     model::Transformer net(m);
@@ -262,14 +285,27 @@ int cmd_generate(const Args& args) {
                                 {"ids", g.ids},
                                 {"logprobs", g.logprobs},
                                 {"finish_reason", g.finish_reason}};
-            if (bytes) {
-                j["prompt"] = bytes_text(prompts[i]);
-                j["text"] = bytes_text(g.ids);
+            if (has_text) {
+                j["prompt"] = to_text(prompts[i]);
+                j["text"] = to_text(g.ids);
+            }
+            if (p.has("--logits")) {
+                // The training forward's logits at every prompt position: (T, vocab).
+                torch::NoGradGuard no_grad;
+                net->eval();
+                auto ids = torch::tensor(prompts[i]).view({1, -1}).to(device);
+                auto logits = net->forward(ids)[0].to(torch::kFloat64).cpu().contiguous();
+                nlohmann::json rows = nlohmann::json::array();
+                for (int64_t t = 0; t < logits.size(0); ++t) {
+                    const double* row = logits[t].data_ptr<double>();
+                    rows.push_back(std::vector<double>(row, row + logits.size(1)));
+                }
+                j["logits"] = std::move(rows);
             }
             std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-        } else if (bytes) {
+        } else if (has_text) {
             if (gens.size() > 1) std::cout << "--- " << (i + 1) << " ---\n";
-            std::cout << bytes_text(prompts[i]) << bytes_text(g.ids) << "\n";
+            std::cout << to_text(prompts[i]) << to_text(g.ids) << "\n";
         } else {
             for (std::size_t k = 0; k < g.ids.size(); ++k) std::cout << (k ? " " : "") << g.ids[k];
             std::cout << "\n";

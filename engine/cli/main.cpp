@@ -27,7 +27,11 @@ Commands:
   generate MODEL --prompt TEXT       generate from a checkpoint, a run folder's newest checkpoint or
         [--prompt-ids 1,2,3] ...     a Hugging Face folder: --max-new-tokens N, --temperature T
                                      (0 = greedy), --top-k K, --top-p P, --seed S, --stop TEXT,
-                                     --device cpu|cuda, --no-kv-cache, --json
+                                     --tokenizer FILE (text for any model; EOS stops),
+                                     --device cpu|cuda, --no-kv-cache, --json (--logits:
+                                     the forward's logits over each prompt)
+  tokenizer info|encode|decode FILE   a Hugging Face tokenizer.json (byte-level BPE): --text T or
+                                     --jsonl PATH to encode, --ids 1,2,3 to decode
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
@@ -55,10 +59,11 @@ int main(int argc, char** argv) {
         return kExitOk;
     }
     const std::map<std::string, int (*)(const Args&)> commands = {
-        {"schema", cmd_schema},   {"validate", cmd_validate}, {"config", cmd_config},
-        {"presets", cmd_presets}, {"train", cmd_train},       {"bench", cmd_bench},
-        {"inspect", cmd_inspect}, {"launch", cmd_launch},     {"lr-schedule", cmd_lr_schedule},
-        {"export", cmd_export},   {"import", cmd_import},     {"generate", cmd_generate},
+        {"schema", cmd_schema},       {"validate", cmd_validate}, {"config", cmd_config},
+        {"presets", cmd_presets},     {"train", cmd_train},       {"bench", cmd_bench},
+        {"inspect", cmd_inspect},     {"launch", cmd_launch},     {"lr-schedule", cmd_lr_schedule},
+        {"export", cmd_export},       {"import", cmd_import},     {"generate", cmd_generate},
+        {"tokenizer", cmd_tokenizer},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

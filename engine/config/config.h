@@ -141,6 +141,10 @@ struct DatasetConfig {
     int64_t builtin_seed = 1234;
     double validation_fraction = 0.0;
 
+    /// The built-in corpus and text files are read as bytes, so token id = byte: text can be
+    /// encoded and decoded without a tokenizer file.
+    bool tokens_are_bytes() const { return source != DataSource::numpy; }
+
     template <class V>
     void visit(V& v) {
         v.field("source", source,
@@ -439,6 +443,7 @@ struct TrainModuleConfig {
     int64_t label_ignore_index = -100;
     std::optional<DType> autocast_precision;
     DataParallelConfig dp_config;
+    std::optional<std::map<std::string, std::string>> load_key_mapping;
 
     template <class V>
     void visit(V& v) {
@@ -458,6 +463,11 @@ struct TrainModuleConfig {
         v.field("autocast_precision", autocast_precision,
                 {"Run the forward pass under autocast to this dtype; null disables.", {}});
         v.field("dp_config", dp_config, {"Data parallelism across ranks."});
+        v.field("load_key_mapping", load_key_mapping,
+                {"Loading renamed parameters: maps a parameter's name in this model (e.g. "
+                 "blocks.0.attention.w_q.weight) to its name in the checkpoint or Hugging Face "
+                 "folder being loaded; null for none.",
+                 {}});
     }
 };
 
@@ -627,6 +637,42 @@ struct StabilityMonitorConfig {
 };
 
 /// The built-in callbacks, by name. Each can be switched off with enabled=false.
+/// sampler: text from the model while it trains (Lathe's own; OLMo-core has none). Rank 0
+/// generates from each prompt every `interval` steps and at the end, with its own seeded generator
+/// and no gradients, so training is unchanged; samples.jsonl in the run folder keeps them.
+struct SamplerConfig {
+    bool enabled = false;
+    int64_t interval = 100;
+    std::vector<std::string> prompts = {"Once upon a time"};
+    std::vector<std::vector<int64_t>> prompt_ids;
+    int64_t max_new_tokens = 64;
+    double temperature = 0.8;
+    int64_t top_k = 0;
+    double top_p = 1.0;
+    int64_t seed = 0;
+    template <class V>
+    void visit(V& v) {
+        v.field("enabled", enabled, {"Generate text from the model while it trains.", {}});
+        v.field("interval", interval, {"Steps between samples.", Bounds::at_least(1)});
+        v.field(
+            "prompts", prompts,
+            {"Text prompts (runs whose tokens are bytes: the built-in corpus, text files).", {}});
+        v.field("prompt_ids", prompt_ids, {"Prompts as token ids, for any tokenizer.", {}});
+        v.field("max_new_tokens", max_new_tokens,
+                {"Tokens generated per prompt.", Bounds::between(1, 4096)});
+        v.field("temperature", temperature,
+                {"Sampling temperature; 0 is greedy.", Bounds::at_least(0)});
+        v.field("top_k", top_k,
+                {"Sample among the k likeliest tokens; 0 is off.", Bounds::at_least(0)});
+        v.field("top_p", top_p,
+                {"Sample from the smallest set of tokens holding this probability; 1 is off.",
+                 Bounds::between(1e-6, 1.0)});
+        v.field("seed", seed,
+                {"Seed of the sampler's own generator (the same at every interval).",
+                 Bounds::at_least(0)});
+    }
+};
+
 struct CallbacksConfig {
     ConsoleLoggerConfig console_logger;
     CheckpointerConfig checkpointer;
@@ -637,6 +683,7 @@ struct CallbacksConfig {
     LMEvaluatorConfig lm_evaluator;
     ProfilerConfig profiler;
     StabilityMonitorConfig stability_monitor;
+    SamplerConfig sampler;
 
     template <class V>
     void visit(V& v) {
@@ -649,6 +696,7 @@ struct CallbacksConfig {
         v.field("lm_evaluator", lm_evaluator, {"Held-out loss and perplexity."});
         v.field("profiler", profiler, {"Chrome trace of a window of steps."});
         v.field("stability_monitor", stability_monitor, {"Loss spikes and non-finite gradients."});
+        v.field("sampler", sampler, {"Text generated from the model while it trains."});
     }
 };
 

@@ -179,6 +179,29 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
             "uint16 tokens cannot address a vocabulary of " + std::to_string(m.vocab_size));
     }
 
+    // The sampler's prompts: text needs byte tokens; ids must be in the vocabulary.
+    if (const auto& smp = c.trainer.callbacks.sampler; smp.enabled) {
+        const std::string at = "trainer.callbacks.sampler.";
+        if (smp.prompts.empty() && smp.prompt_ids.empty())
+            add(at + "prompts", "the sampler needs at least one prompt (prompts or prompt_ids)");
+        if (!smp.prompts.empty() && !c.dataset.tokens_are_bytes())
+            add(at + "prompts",
+                "text prompts need a tokenizer, and this run's tokens (dataset.source numpy) have "
+                "none in Lathe yet: give prompt_ids");
+        for (std::size_t i = 0; i < smp.prompts.size(); ++i)
+            if (smp.prompts[i].empty()) add(at + "prompts[" + std::to_string(i) + "]", "is empty");
+        for (std::size_t i = 0; i < smp.prompt_ids.size(); ++i) {
+            const std::string pi = at + "prompt_ids[" + std::to_string(i) + "]";
+            if (smp.prompt_ids[i].empty()) add(pi, "is empty");
+            for (auto id : smp.prompt_ids[i])
+                if (id < 0 || id >= m.vocab_size) {
+                    add(pi, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                std::to_string(m.vocab_size - 1) + ")");
+                    break;
+                }
+        }
+    }
+
     // The optimizer's groups and the schedule that scales their LRs.
     std::vector<double> lrs{tm.optim.lr};
     for (std::size_t i = 0; i < tm.optim.group_overrides.size(); ++i) {

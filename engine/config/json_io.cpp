@@ -162,6 +162,17 @@ struct FromJson {
                 if (!read(j, v, p, meta)) return false;
                 x = std::move(v);
             }
+        } else if constexpr (is_string_map<T>::value) {
+            if (!j.is_object()) return wrong_type(p, "an object", j);
+            T out;
+            bool ok = true;
+            for (auto it = j.begin(); it != j.end(); ++it) {
+                typename T::mapped_type v{};
+                ok = read(it.value(), v, p + "." + it.key(), meta) && ok;
+                out.emplace(it.key(), std::move(v));
+            }
+            if (!ok) return false;
+            x = std::move(out);
         } else if constexpr (is_vector<T>::value) {
             if (!j.is_array()) return wrong_type(p, "an array", j);
             T out;

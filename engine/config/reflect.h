@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,6 +84,11 @@ template <class T>
 struct is_optional : std::false_type {};
 template <class T>
 struct is_optional<std::optional<T>> : std::true_type {};
+
+template <class T>
+struct is_string_map : std::false_type {};
+template <class T>
+struct is_string_map<std::map<std::string, T>> : std::true_type {};
 
 template <class T>
 struct is_vector : std::false_type {};

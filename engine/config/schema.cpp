@@ -43,6 +43,13 @@ struct SchemaVisitor {
                 s = Json{{"anyOf", Json::array({s, Json{{"type", "null"}}})}};
             }
             s["x-lathe-nullable"] = true;
+        } else if constexpr (is_string_map<T>::value) {
+            s["type"] = "object";
+            typename T::mapped_type inner{};
+            Json values = schema_of(inner, meta);
+            values.erase("default");
+            values.erase("description");
+            s["additionalProperties"] = values;
         } else if constexpr (is_vector<T>::value) {
             s["type"] = "array";
             typename T::value_type inner{};

@@ -20,6 +20,10 @@ struct ToJson {
             return enum_to_string(x);
         } else if constexpr (is_optional<T>::value) {
             return x ? value(*x) : Json(nullptr);
+        } else if constexpr (is_string_map<T>::value) {
+            Json o = Json::object();
+            for (const auto& [k, e] : x) o[k] = value(e);
+            return o;
         } else if constexpr (is_vector<T>::value) {
             Json a = Json::array();
             for (const auto& e : x) a.push_back(value(e));

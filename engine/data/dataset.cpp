@@ -18,17 +18,6 @@ namespace lathe::data {
 
 namespace fs = std::filesystem;
 
-std::string fnv1a_hex(const std::string& text) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : text) {
-        h ^= c;
-        h *= 0x100000001b3ull;
-    }
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-    return buf;
-}
-
 std::shared_ptr<TokenArray> TokenArray::owned(std::vector<uint8_t> bytes, std::string name) {
     std::shared_ptr<TokenArray> a(new TokenArray());
     a->owned_ = std::move(bytes);

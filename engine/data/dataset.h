@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/config/config.h"
+#include "engine/util/hash.h"
 
 #include <cstdint>
 #include <memory>
@@ -80,7 +81,7 @@ struct DataSplit {
 };
 DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size);
 
-/// 64-bit FNV-1a, hex; used for fingerprints.
-std::string fnv1a_hex(const std::string& text);
+/// 64-bit FNV-1a, hex; used for fingerprints (engine/util/hash.h).
+using lathe::fnv1a_hex;
 
 }  // namespace lathe::data

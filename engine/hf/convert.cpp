@@ -154,7 +154,7 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
     const auto& m = cfg.model;
     const torch::ScalarType out_type = torch_dtype(options.dtype, "--dtype");
     if (out_type == torch::kFloat16) throw Error("--dtype: use float32 or bfloat16");
-    const bool bytes = cfg.dataset.source != config::DataSource::numpy && m.vocab_size == 256;
+    const bool bytes = cfg.dataset.tokens_are_bytes();
     ExportTokens tokens;  // byte-level sources have no special tokens
     auto config_json = olmo2_config_json(
         m, options.dtype,
@@ -304,7 +304,7 @@ std::map<std::string, torch::Tensor> read_hf_weights(
             if (!name || !want.count(*name))
                 throw Error(file + ": tensor '" + e.name +
                             "' is not a parameter of this Olmo2 model (an unknown name; "
-                            "trainer.load_key_mapping can rename)");
+                            "train_module.load_key_mapping can rename it)");
             if (where.count(*name))
                 throw Error(file + ": tensor '" + e.name + "' is '" + *name +
                             "', which is already in " + where[*name]);

@@ -51,6 +51,16 @@ struct Writer {
     void operator()(const char* key, const std::optional<double>& x) {
         j[key] = x ? number_or_null(*x) : Json(nullptr);
     }
+    void operator()(const char* key, const std::vector<SampleText>& x) {
+        Json a = Json::array();
+        for (const auto& s : x) {
+            Json o = Json::object();
+            o["prompt"] = s.prompt;
+            o["text"] = s.text;
+            a.push_back(std::move(o));
+        }
+        j[key] = std::move(a);
+    }
     void operator()(const char* key, const std::vector<std::pair<std::string, double>>& x) {
         Json values = Json::object();
         for (const auto& [name, value] : x) values[name] = number_or_null(value);
@@ -193,6 +203,24 @@ struct FieldReader {
         x = r.optional_integer(key, min.value);
     }
     void operator()(const char* key, std::optional<double>& x) { x = r.optional_number(key); }
+    void operator()(const char* key, std::vector<SampleText>& x) {
+        const Json* v = r.get(key, true);
+        if (!v) return;
+        if (!v->is_array()) {
+            r.fail(std::string("field '") + key + "' must be an array");
+            return;
+        }
+        for (std::size_t i = 0; i < v->size(); ++i) {
+            const Json& e = (*v)[i];
+            if (!e.is_object() || !e.contains("prompt") || !e["prompt"].is_string() ||
+                !e.contains("text") || !e["text"].is_string()) {
+                r.fail(std::string(key) + "[" + std::to_string(i) +
+                       "] must be an object with string fields 'prompt' and 'text'");
+                return;
+            }
+            x.push_back({e["prompt"].get<std::string>(), e["text"].get<std::string>()});
+        }
+    }
     void operator()(const char* key, std::vector<std::pair<std::string, double>>& x) {
         const Json* v = r.get(key, true);
         if (!v) return;
@@ -343,6 +371,7 @@ LATHE_FIELDWISE_EQUAL(Metrics)
 LATHE_FIELDWISE_EQUAL(Log)
 LATHE_FIELDWISE_EQUAL(Status)
 LATHE_FIELDWISE_EQUAL(CheckpointSaved)
+LATHE_FIELDWISE_EQUAL(Samples)
 LATHE_FIELDWISE_EQUAL(ErrorEvent)
 LATHE_FIELDWISE_EQUAL(Bye)
 LATHE_FIELDWISE_EQUAL(Stop)
@@ -374,6 +403,16 @@ std::string encode(const Event& e) {
     }
     if (auto* err = std::get_if<ErrorEvent>(&e)) {
         return dump_line(to_json(ErrorEvent{cut(err->message)}));
+    }
+    if (auto* smp = std::get_if<Samples>(&e)) {
+        // Each sample gets an equal share, allowing for JSON's worst-case escaping (6 bytes a byte).
+        Samples copy = *smp;
+        const std::size_t share = kMaxLineBytes / 8 / std::max<std::size_t>(1, copy.samples.size());
+        for (auto& x : copy.samples) {
+            if (x.prompt.size() > share / 4) x.prompt = cut_utf8(x.prompt, share / 4) + " [cut]";
+            if (x.text.size() > share / 2) x.text = cut_utf8(x.text, share / 2) + " [cut]";
+        }
+        return dump_line(to_json(copy));
     }
     return line;
 }

@@ -132,6 +132,27 @@ struct CheckpointSaved {
     bool operator==(const CheckpointSaved& o) const;
 };
 
+/// One prompt's sample: the prompt and the text generated after it (ids joined by spaces when the
+/// run's tokens have no text form).
+struct SampleText {
+    std::string prompt;
+    std::string text;
+    bool operator==(const SampleText& o) const { return prompt == o.prompt && text == o.text; }
+};
+
+/// The sampler callback generated text at `step` (wire type "samples").
+struct Samples {
+    static constexpr const char* kType = "samples";
+    int64_t step = 0;
+    std::vector<SampleText> samples;
+    template <class V>
+    void visit(V& v) {
+        v("step", step, AtLeast{0});
+        v("samples", samples);
+    }
+    bool operator==(const Samples& o) const;
+};
+
 /// A failure worth showing to the user; usually followed by bye{failed}.
 struct ErrorEvent {
     static constexpr const char* kType = "error";
@@ -154,7 +175,7 @@ struct Bye {
     bool operator==(const Bye& o) const;
 };
 
-using Event = std::variant<Hello, Metrics, Log, Status, CheckpointSaved, ErrorEvent, Bye>;
+using Event = std::variant<Hello, Metrics, Log, Status, CheckpointSaved, Samples, ErrorEvent, Bye>;
 
 // ---- commands: GUI -> engine -----------------------------------------------------------------
 

@@ -35,6 +35,8 @@ public:
     virtual void log_metrics(int64_t /*step*/, const metrics::StepMetrics& /*metrics*/) {}
     virtual void post_checkpoint_saved(const std::string& /*path*/) {}
     virtual void post_checkpoint_loaded(const std::string& /*path*/) {}
+    /// Rank 0: the sampler generated `samples` ([{"prompt", "text", ...}]) at `step`.
+    virtual void on_samples(int64_t /*step*/, const nlohmann::json& /*samples*/) {}
     virtual void on_error(const std::exception& /*error*/) {}
     /// Always called last, on every exit path.
     virtual void close() {}

@@ -207,7 +207,7 @@ std::vector<std::vector<torch::Tensor>> FullyShardedDataParallel::optimizer_grou
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::full_state(
-    Optimizer& optim) {
+    Optimizer& optim, bool with_optimizer) {
     std::vector<std::pair<std::string, torch::Tensor>> model_part, optim_part;
     const bool keep = group_.rank() == 0;
     const auto& element_names = optim.element_state_names();
@@ -221,10 +221,11 @@ std::vector<std::pair<std::string, torch::Tensor>> FullyShardedDataParallel::ful
         for (auto& g : u.groups) {
             if (g.total == 0) continue;
             auto full = gather_f32(g.shard);
-            auto state = optim.state(g.shard);
+            auto state =
+                with_optimizer ? optim.state(g.shard) : std::map<std::string, torch::Tensor>{};
             // Every rank has state, or none has (they step together); gather each state tensor.
             std::vector<torch::Tensor> elements;
-            for (const auto& name : element_names) {
+            for (const auto& name : with_optimizer ? element_names : std::vector<std::string>{}) {
                 auto it = state.find(name);
                 elements.push_back(
                     gather_f32(it != state.end() ? it->second : torch::zeros_like(g.shard)));

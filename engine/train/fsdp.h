@@ -40,7 +40,9 @@ public:
     /// names TransformerTrainModule::state_tensors() uses. Every rank takes part; only rank 0 gets
     /// them, in host memory, one unit at a time (a device never holds the whole model); the other
     /// ranks get an empty list.
-    std::vector<std::pair<std::string, torch::Tensor>> full_state(Optimizer& optim);
+    /// With `with_optimizer` false, the model's parameters only.
+    std::vector<std::pair<std::string, torch::Tensor>> full_state(Optimizer& optim,
+                                                                  bool with_optimizer = true);
     void load_full_state(const std::map<std::string, torch::Tensor>& tensors, Optimizer* optim);
 
     /// Runs one unit with gathered parameters (used by the model's unit_runner).

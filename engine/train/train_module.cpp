@@ -348,6 +348,17 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state
     return out;
 }
 
+std::map<std::string, torch::Tensor> TransformerTrainModule::full_model_parameters() {
+    std::map<std::string, torch::Tensor> out;
+    if (fsdp_) {
+        for (auto& [name, t] : fsdp_->full_state(*optim_, /*with_optimizer=*/false))
+            out.emplace(name.substr(6), std::move(t));  // without "model."
+        return out;
+    }
+    for (auto& p : model_->named_parameters()) out.emplace(p.key(), p.value());
+    return out;
+}
+
 void TransformerTrainModule::load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
                                                 bool load_optim) {
     torch::NoGradGuard no_grad;

@@ -54,6 +54,10 @@ public:
     /// "model.<param>", "optim.state.<param>.<state>" (Optimizer::state), and the skip-step
     /// history "optim.skip_step.*".
     std::vector<std::pair<std::string, torch::Tensor>> state_tensors() override;
+    /// The model's full parameters by name ("blocks.0.attention.w_q.weight"). Under FSDP every
+    /// rank must call it (the shards are gathered) and only rank 0 gets them, as host copies;
+    /// otherwise they are the live parameters themselves.
+    std::map<std::string, torch::Tensor> full_model_parameters();
     /// Loads tensors saved by state_tensors(); throws lathe::Error naming the key on a mismatch.
     void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
                             bool load_optim) override;

@@ -537,7 +537,33 @@ std::vector<std::pair<std::string, torch::Tensor>> Trainer::state_tensors() {
 
 void Trainer::load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
                                  bool load_optim) {
-    train_module_.load_state_tensors(tensors, load_optim);
+    const auto& mapping = cfg_.train_module.load_key_mapping;
+    if (!mapping || mapping->empty()) {
+        train_module_.load_state_tensors(tensors, load_optim);
+        return;
+    }
+    // train_module.load_key_mapping: a parameter's tensors (its weights and optimizer state) are
+    // read under its name in the checkpoint.
+    for (const auto& [current, saved] : *mapping) {
+        if (!tensors.count("model." + saved))
+            throw Error("train_module.load_key_mapping: the checkpoint has no parameter '" + saved +
+                        "' (mapped from '" + current + "')");
+    }
+    std::map<std::string, torch::Tensor> renamed, mapped;
+    for (const auto& [key, t] : tensors) {
+        std::string name;
+        for (const auto& [current, saved] : *mapping) {
+            for (const std::string prefix : {"model.", "optim.state."}) {
+                const std::string from = prefix + saved;
+                if (key == from || key.rfind(from + ".", 0) == 0)
+                    name = prefix + current + key.substr(from.size());
+            }
+        }
+        (name.empty() ? renamed[key] : mapped[name]) = t;
+    }
+    // A mapped tensor wins over one the checkpoint has under the target's own name.
+    for (auto& [name, t] : mapped) renamed[name] = t;
+    train_module_.load_state_tensors(renamed, load_optim);
 }
 
 nlohmann::json Trainer::state_dict() const {
@@ -631,9 +657,12 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
             throw Error("cannot load " + dir + ": its model differs from the config's:" + list);
         }
         std::map<std::string, torch::Tensor> tensors;
-        for (auto& [name, t] : hf::read_hf_weights(dir, cfg_.model))
+        for (auto& [name, t] : hf::read_hf_weights(
+                 dir, cfg_.model,
+                 cfg_.train_module.load_key_mapping.value_or(std::map<std::string, std::string>{})))
             tensors.emplace("model." + name, std::move(t));
-        load_state_tensors(tensors, /*load_optim=*/false);
+        // The names are already mapped (load_key_mapping applied by read_hf_weights).
+        train_module_.load_state_tensors(tensors, /*load_optim=*/false);
         env_.cpu_group().barrier();
         pending_load_duration_ =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -139,6 +139,10 @@ public:
     /// Returns the path in the save folder.
     std::string persist_working_file(const std::string& relative) const;
     int64_t tokens_per_batch() const { return data_loader_.global_batch_size(); }
+    /// Hands the sampler's output at `step` to every callback's on_samples (rank 0).
+    void publish_samples(int64_t step, const nlohmann::json& samples) {
+        for_each_callback([&](Callback& c) { c.on_samples(step, samples); });
+    }
 
 private:
     void fit_epoch();

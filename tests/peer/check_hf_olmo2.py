@@ -4,16 +4,19 @@
 Run with the test environment's Python (transformers, safetensors, torch); argument: lathe-engine.
 
   export    A model trained by Lathe (1 rank, and 2 ranks with FSDP) is exported (fp32 sharded,
-            bf16); transformers' own Olmo2ForCausalLM loads it, and its greedy continuations and
+            bf16); transformers' own Olmo2ForCausalLM loads it, its logits equal Lathe's forward
+            within 1e-5 relative, and its greedy continuations and
             their log-probabilities equal `lathe-engine generate`'s (three prompts of different
             lengths in one left-padded batch, with and without the KV cache). bf16 weights are
             exactly the fp32 ones rounded.
   import    A randomly initialised transformers Olmo2 (grouped-query attention, an intermediate
             size off Lathe's rule, random norms) saved sharded in fp32 and whole in bf16 and fp16 is
-            imported; Lathe's generations equal transformers'; exporting the import gives back
-            every tensor bit for bit.
+            imported; Lathe's logits (1e-5 relative) and generations equal transformers';
+            exporting the import gives back every tensor bit for bit, and so does importing an
+            export; training continues from the import, from transformers' loss, and it falls.
   load_path trainer.load_path=HF_DIR trains from the folder's weights: step 1's CE loss equals
-            transformers' loss on the same batch within 1e-5.
+            transformers' loss on the same batch within 1e-5; with train_module.load_key_mapping
+            a folder with a renamed tensor trains the same.
   bad input A truncated shard, a header that lies, an unknown, a missing or a misshapen tensor, an
             unsupported architecture and a load_path whose model differs from the config each end
             with an error naming it, and leave no checkpoint behind.
@@ -84,6 +87,28 @@ def compare_generation(what, lathe_model, hf_model, prompts, new_tokens=20, *ext
           f"{what}: greedy ids equal transformers', log-probs within {worst:.1e} (<= 1e-4)")
 
 
+def compare_logits(what, lathe_model, hf_model, prompts):
+    """Lathe's forward (generate --logits) against transformers' on each prompt: the largest
+    difference relative to the largest logit, within 1e-5."""
+    args = ["generate", lathe_model, "--max-new-tokens", "1", "--temperature", "0", "--json",
+            "--logits", "--threads", "1"]
+    for p in prompts:
+        args += ["--prompt-ids", ",".join(map(str, p))]
+    rows = [json.loads(line) for line in engine(*args).stdout.splitlines()
+            if not line.startswith('{"summary"')]
+    worst = 0.0
+    for p, row in zip(prompts, rows):
+        with torch.no_grad():
+            ref = hf_model(torch.tensor([p])).logits[0].double()
+        got = torch.tensor(row["logits"], dtype=torch.float64)
+        if got.shape != ref.shape:
+            worst = float("inf")
+            break
+        worst = max(worst, ((got - ref).abs().max() / ref.abs().max()).item())
+    check(len(rows) == len(prompts) and worst <= 1e-5,
+          f"{what}: logits equal transformers' within {worst:.1e} relative (<= 1e-5)")
+
+
 def tensors_of(folder):
     folder = Path(folder)
     out = {}
@@ -120,6 +145,7 @@ def run_tests(work):
               f"export {name}: sharded past --max-shard-size ({len(r['files'])} files)")
         model = transformers.AutoModelForCausalLM.from_pretrained(out)
         check(type(model).__name__ == "Olmo2ForCausalLM", f"export {name}: transformers loads it")
+        compare_logits(f"export {name}", ckpt, model, prompts)
         compare_generation(f"export {name}, KV cache", ckpt, model, prompts)
         compare_generation(f"export {name}, no KV cache", out, model, prompts, 20, "--no-kv-cache")
     # bf16: exactly the fp32 weights rounded.
@@ -133,6 +159,12 @@ def run_tests(work):
           "export --dtype bfloat16: config.json says torch_dtype bfloat16")
     check(engine("export", work / "one" / "step30", work / "bf16", ok=False).returncode != 0,
           "export refuses an existing non-empty folder")
+    # Export then import: the imported checkpoint holds the trained weights bit for bit.
+    engine("import", work / "one-hf", work / "one-back")
+    engine("export", work / "one-back", work / "one-back-hf")
+    again = tensors_of(work / "one-back-hf")
+    check(fp32.keys() == again.keys() and all(torch.equal(fp32[k], again[k]) for k in fp32),
+          "export then import gives back every tensor bit for bit")
 
     # ---- import: a model transformers made ----
     torch.manual_seed(0)
@@ -151,6 +183,7 @@ def run_tests(work):
     imp = work / "imported" / "step0"
     engine("import", work / "ref", imp)
     ids_prompts = [[5, 17, 299, 42], [1, 2, 3, 4, 5, 6, 7, 8, 9], [250]]
+    compare_logits("import fp32 (sharded)", imp, ref, ids_prompts)
     compare_generation("import fp32 (sharded)", imp, ref, ids_prompts)
     compare_generation("generate from the Hugging Face folder itself", work / "ref", ref, ids_prompts)
     engine("export", imp, work / "reexport")
@@ -168,6 +201,32 @@ def run_tests(work):
         model = transformers.AutoModelForCausalLM.from_pretrained(work / f"ref-{name}",
                                                                   dtype=torch.float32).eval()
         compare_generation(f"import {name}", work / f"imp-{name}", model, ids_prompts)
+
+    # ---- training continues from an import: on a token file with a pattern, the loss falls ----
+    pattern = np.tile(np.arange(0, 60, dtype=np.uint16), 2000)
+    pattern.tofile(work / "pattern.u16")
+    engine("train", "tiny", "run_name=cont", f"trainer.save_folder={work / 'cont'}",
+           f"trainer.load_path={imp}", "model.d_model=96", "model.n_layers=2", "model.n_heads=6",
+           "model.n_kv_heads=2", "model.vocab_size=300", "model.rope_theta=10000",
+           "model.layer_norm_eps=1e-5", "model.hidden_size_multiple_of=1",
+           f"model.hidden_size_multiplier={200.5 / 256}", "dataset.source=numpy",
+           f"dataset.paths=[{work / 'pattern.u16'}]", "dataset.sequence_length=32",
+           "data_loader.global_batch_size=256", "data_loader.shuffle=false",
+           "train_module.rank_microbatch_size=256",
+           "train_module.max_sequence_length=32", "trainer.max_duration={value: 30, unit: steps}",
+           "train_module.scheduler.name=constant", "launch.num_threads=1",
+           "trainer.metrics_collect_interval=1")
+    cont = {}
+    for line in (work / "cont" / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if "train/CE loss" in rec["values"]:
+            cont[rec["step"]] = rec["values"]["train/CE loss"]
+    with torch.no_grad():
+        x = torch.from_numpy(pattern[:32 * 8].astype(np.int64)).view(8, 32)
+        start = ref(x, labels=x).loss.item()
+    check(len(cont) == 30 and abs(cont[1] - start) <= 1e-4 * start and cont[30] < 0.5 * cont[1],
+          f"training continues from the import: CE loss {cont.get(1)} (transformers: {start:.5f}) "
+          f"-> {cont.get(30)}")
 
     # ---- trainer.load_path=HF_DIR ----
     cfg_b = transformers.Olmo2Config(**{**cfg.to_dict(), "intermediate_size": 256})
@@ -198,6 +257,26 @@ def run_tests(work):
         hf_loss = ref_b(ids, labels=ids).loss.item()
     check(lathe_loss is not None and abs(lathe_loss - hf_loss) <= 1e-5 * abs(hf_loss),
           f"load_path=HF_DIR: step 1 CE loss {lathe_loss} vs transformers {hf_loss:.7f} (1e-5)")
+    # train_module.load_key_mapping: a folder whose tensor has another name loads with a mapping.
+    renamed = work / "ref-b-renamed"
+    shutil.copytree(work / "ref-b", renamed)
+    t = safetensors.torch.load_file(str(renamed / "model.safetensors"))
+    t["model.layers.0.mlp.gate.weight"] = t.pop("model.layers.0.mlp.gate_proj.weight")
+    safetensors.torch.save_file(t, str(renamed / "model.safetensors"), metadata={"format": "pt"})
+    r = engine("train", "tiny", "run_name=km0", f"trainer.save_folder={work / 'km0'}",
+               f"trainer.load_path={renamed}", *model_args, *data_args, ok=False)
+    check(r.returncode != 0 and "'model.layers.0.mlp.gate.weight' is not a parameter" in r.stderr,
+          "a renamed tensor without load_key_mapping is named")
+    engine("train", "tiny", "run_name=km", f"trainer.save_folder={work / 'km'}",
+           f"trainer.load_path={renamed}", *model_args, *data_args,
+           'train_module.load_key_mapping={"blocks.0.feed_forward.w1.weight": '
+           '"model.layers.0.mlp.gate.weight"}')
+    km_loss = None
+    for line in (work / "km" / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["step"] == 1:
+            km_loss = rec["values"].get("train/CE loss")
+    check(km_loss == lathe_loss, f"load_key_mapping: the renamed folder trains as the original ({km_loss})")
     r = engine("train", "tiny", "run_name=lp2", f"trainer.save_folder={work / 'lp2'}",
                f"trainer.load_path={work / 'ref-b'}", *model_args[1:], "model.d_model=192",
                *data_args, ok=False)

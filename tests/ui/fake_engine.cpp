@@ -7,6 +7,10 @@
 //                     connecting) | fail (error + bye failed, exit 1)
 //   LATHE_FAKE_STEPS  steps to run (default 20); LATHE_FAKE_STEP_MS  ms per step (default 20)
 //   LATHE_FAKE_PIDFILE  where ignore-stop writes its child's pid
+//   LATHE_FAKE_SAMPLES  send a "samples" event every N steps (default 0: none)
+// `generate MODEL --prompt TEXT ... --json` answers as `lathe-engine generate` does, with the
+// prompt reversed as its text; LATHE_FAKE_GENERATE_MS delays the answer (to test Stop), and
+// LATHE_FAKE_MODE=fail makes it fail with an error on stderr.
 #include "engine/config/io.h"
 #include "engine/protocol/control_client.h"
 
@@ -36,7 +40,30 @@ volatile std::sig_atomic_t g_interrupted = 0;
 
 }  // namespace
 
+int generate(int argc, char** argv) {
+    std::string prompt, ids;
+    for (int i = 2; i + 1 < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--prompt") prompt = argv[i + 1];
+        if (a == "--prompt-ids") ids = argv[i + 1];
+    }
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::stoi(env("LATHE_FAKE_GENERATE_MS", "0"))));
+    if (env("LATHE_FAKE_MODE", "normal") == "fail") {
+        std::fprintf(stderr, "lathe-engine generate: error: %s: no such folder\n", argv[2]);
+        return 1;
+    }
+    lathe::config::Json line = {{"ids", {1, 2, 3}}, {"finish_reason", "length"}};
+    if (ids.empty()) {
+        line["prompt"] = prompt;
+        line["text"] = std::string(prompt.rbegin(), prompt.rend());
+    }
+    std::printf("%s\n{\"summary\":{}}\n", line.dump().c_str());
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 2 && std::string(argv[1]) == "generate") return generate(argc, argv);
     std::string config_path, socket_path;
     std::vector<std::string> overrides;
     for (int i = 1; i < argc; ++i) {
@@ -55,6 +82,7 @@ int main(int argc, char** argv) {
     const std::string mode = env("LATHE_FAKE_MODE", "normal");
     const int steps = std::stoi(env("LATHE_FAKE_STEPS", "20"));
     const int step_ms = std::stoi(env("LATHE_FAKE_STEP_MS", "20"));
+    const int samples_every = std::stoi(env("LATHE_FAKE_SAMPLES", "0"));
     std::signal(SIGTERM, [](int) { g_interrupted = 1; });
 
     std::printf("fake engine: mode %s, config %s\n", mode.c_str(), config_path.c_str());
@@ -147,6 +175,8 @@ int main(int argc, char** argv) {
         send(proto::Status{proto::RunState::running, step, steps,
                            tokens_per_step / (step_ms / 1000.0),
                            (steps - step) * step_ms / 1000.0});
+        if (samples_every > 0 && step % samples_every == 0)
+            send(proto::Samples{step, {{"The ", "text at step " + std::to_string(step)}}});
         if (step % 2 == 0) send_garbage();
         if (step == 5 && raw_fd >= 0) write_raw(std::string(3 << 20, 'z') + "\n");
         if (mode == "crash" && step == 3) {

@@ -1,5 +1,5 @@
 // The assembled window against the fake engine: Start, live metrics into the plots, Checkpoint,
-// Stop, state label and progress, a screenshot (to $LATHE_SCREENSHOT when set), and SIGTERM
+// Stop, state label and progress, the sampler's text in the Samples dock, a screenshot (to $LATHE_SCREENSHOT when set), and SIGTERM
 // quitting as the Quit action does.
 #include "ui/main_window.h"
 
@@ -7,6 +7,8 @@
 #include "ui/logs/log_model.h"
 #include "ui/plots/metric_store.h"
 #include "ui/plots/plot_panel.h"
+#include "ui/samples/samples_model.h"
+#include "ui/samples/samples_panel.h"
 #include "ui/util/unix_signals.h"
 
 #include <QAction>
@@ -42,6 +44,7 @@ private Q_SLOTS:
         qputenv("LATHE_FAKE_MODE", "normal");
         qputenv("LATHE_FAKE_STEPS", "60");
         qputenv("LATHE_FAKE_STEP_MS", "25");
+        qputenv("LATHE_FAKE_SAMPLES", "10");
         MainWindow w;
         w.resize(1600, 1000);
         w.show();
@@ -70,6 +73,10 @@ private Q_SLOTS:
         QVERIFY(w.store()->series(QStringLiteral("train/CE loss")));
         QTRY_VERIFY(w.plots()->plotFor(QStringLiteral("train/CE loss"))->graph(0)->dataCount() >
                     20);
+        // The sampler's text reaches the Samples dock, newest step shown.
+        QTRY_VERIFY_WITH_TIMEOUT(w.samplesModel()->steps().size() >= 2, 20000);
+        QTRY_VERIFY(w.samplesPanel()->shownText().contains(QStringLiteral("text at step")));
+        QCOMPARE(w.samplesPanel()->shownStep(), w.samplesModel()->steps().back().step);
         if (qEnvironmentVariableIsSet("LATHE_SCREENSHOT")) {
             QTest::qWait(200);
             QVERIFY(w.grab().save(qEnvironmentVariable("LATHE_SCREENSHOT")));

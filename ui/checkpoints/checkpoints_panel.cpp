@@ -71,8 +71,10 @@ CheckpointsPanel::CheckpointsPanel(CheckpointsModel* model, QWidget* parent)
         const QString path = current().isEmpty() ? model_->runDir() : current();
         if (!path.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(path));
     });
-    connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
-            &CheckpointsPanel::updateButtons);
+    connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this] {
+        updateButtons();
+        Q_EMIT currentCheckpointChanged(currentCheckpoint());
+    });
     connect(model_, &QAbstractItemModel::dataChanged, this, &CheckpointsPanel::updateButtons);
     connect(model_, &QAbstractItemModel::rowsRemoved, this, &CheckpointsPanel::updateButtons);
     connect(model_, &QAbstractItemModel::modelReset, this, [this] {
@@ -81,6 +83,7 @@ CheckpointsPanel::CheckpointsPanel(CheckpointsModel* model, QWidget* parent)
                             : tr("Checkpoints of <b>%1</b>")
                                   .arg(QFileInfo(model_->runDir()).fileName().toHtmlEscaped()));
         updateButtons();
+        Q_EMIT currentCheckpointChanged(currentCheckpoint());
     });
     updateButtons();
 }

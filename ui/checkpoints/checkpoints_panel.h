@@ -41,6 +41,8 @@ Q_SIGNALS:
     void resumeRequested(const QString& checkpoint, lathe::ui::ResumePlan::Mode mode);
     /// Load the checkpoint's config into the editor and show the ResumeBar.
     void editResumeRequested(const QString& checkpoint);
+    /// The selected checkpoint changed (empty: none selected).
+    void currentCheckpointChanged(const QString& checkpoint);
 
 private:
     void updateButtons();

@@ -63,6 +63,7 @@ RunController::RunController(QObject* parent) : QObject(parent) {
     qRegisterMetaType<proto::Metrics>();
     qRegisterMetaType<proto::Status>();
     qRegisterMetaType<proto::CheckpointSaved>();
+    qRegisterMetaType<proto::Samples>();
     stopTimer_ = new QTimer(this);
     stopTimer_->setSingleShot(true);
     connect(stopTimer_, &QTimer::timeout, this, [this] {
@@ -413,6 +414,8 @@ void RunController::handleEvent(proto::Event event) {
                                         : tr("%1 s").arg(c->duration_s, 0, 'f', 2)));
         if (state_ == State::Checkpointing) setState(State::Running);
         Q_EMIT checkpointSaved(*c);
+    } else if (auto* smp = std::get_if<proto::Samples>(&event)) {
+        Q_EMIT samplesReceived(*smp);
     } else if (auto* e = std::get_if<proto::ErrorEvent>(&event)) {
         const QString msg = fromStd(e->message);
         remember(tr("error: %1").arg(msg));

@@ -87,6 +87,8 @@ Q_SIGNALS:
     void metricsReceived(const lathe::protocol::Metrics& metrics);
     void statusReceived(const lathe::protocol::Status& status);
     void checkpointSaved(const lathe::protocol::CheckpointSaved& checkpoint);
+    /// The sampler callback's text at a step.
+    void samplesReceived(const lathe::protocol::Samples& samples);
     /// level: debug, info, warning, error.
     void logLine(int rank, const QString& level, const QString& message);
     void errorReported(const QString& message);

@@ -28,6 +28,7 @@ void add_builtin_callbacks(Trainer& trainer,
         trainer.add_callback("lm_evaluator", make_lm_evaluator(c.lm_evaluator, validation));
     }
     if (c.profiler.enabled) trainer.add_callback("profiler", make_profiler(c.profiler));
+    if (c.sampler.enabled) trainer.add_callback("sampler", make_sampler(c.sampler));
     if (c.metric_saver.enabled)
         trainer.add_callback("metric_saver", make_metric_saver(c.metric_saver));
 }

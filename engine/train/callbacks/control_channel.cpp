@@ -75,6 +75,14 @@ public:
         client_.send(c);
     }
 
+    void on_samples(int64_t s, const nlohmann::json& samples) override {
+        protocol::Samples m;
+        m.step = s;
+        for (const auto& x : samples)
+            m.samples.push_back({x.value("prompt", std::string()), x.value("text", std::string())});
+        client_.send(m);
+    }
+
     void on_error(const std::exception& e) override {
         client_.send(protocol::ErrorEvent{e.what()});
         send_status(protocol::RunState::failed, true);

@@ -6,6 +6,8 @@
 #include "engine/hf/olmo2.h"
 #include "engine/hf/safetensors.h"
 
+#include "tests/error_of.h"
+
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -15,16 +17,9 @@
 
 using namespace lathe::hf;
 
-namespace {
+using lathe::testing::error_of;
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return {};
-}
+namespace {
 
 // A raw safetensors file: `header` as given, then `data` bytes.
 void write_raw(const std::string& path, const std::string& header, const std::string& data) {

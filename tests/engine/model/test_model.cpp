@@ -223,7 +223,7 @@ private Q_SLOTS:
         torch::manual_seed(1);
         const auto a = model::generate(m, {{1, 2, 3}}, o);
         QCOMPARE(torch::rand({1}).item<float>(), before);  // the global RNG is untouched
-        QVERIFY(m->is_training());                          // and the mode restored
+        QVERIFY(m->is_training());                         // and the mode restored
         const auto b = model::generate(m, {{1, 2, 3}}, o);
         QCOMPARE(a[0].ids, b[0].ids);
         o.seed = 8;

@@ -55,7 +55,7 @@ Hello sample_hello() {
 
 // A random valid event.
 Event random_event(std::mt19937& rng) {
-    std::uniform_int_distribution<int> kind(0, 6);
+    std::uniform_int_distribution<int> kind(0, 7);
     std::uniform_int_distribution<int64_t> step(0, 1000000);
     std::uniform_real_distribution<double> real(-1e3, 1e3);
     switch (kind(rng)) {
@@ -76,6 +76,8 @@ Event random_event(std::mt19937& rng) {
             return CheckpointSaved{step(rng), "/tmp/runs/tiny/step10", 0.25};
         case 5:
             return ErrorEvent{"out of memory"};
+        case 6:
+            return Samples{step(rng), {{"The ", "cat \"sat\" ü"}, {"A", ""}}};
         default:
             return Bye{ExitReason::stopped};
     }
@@ -105,6 +107,8 @@ private Q_SLOTS:
             QTest::newRow(to_string(s)) << Event(Status{s, 1, 2, 3.0, 4.0});
         QTest::newRow("checkpoint") << Event(CheckpointSaved{100, "/runs/x/step100", 1.5});
         QTest::newRow("error") << Event(ErrorEvent{"CUDA out of memory"});
+        QTest::newRow("samples") << Event(Samples{40, {{"The ", "quick brown"}, {"Once", ""}}});
+        QTest::newRow("no samples") << Event(Samples{0, {}});
         QTest::newRow("bye finished") << Event(Bye{ExitReason::finished});
         QTest::newRow("bye stopped") << Event(Bye{ExitReason::stopped});
         QTest::newRow("bye failed") << Event(Bye{ExitReason::failed});
@@ -213,6 +217,13 @@ private Q_SLOTS:
             << QByteArray::fromStdString(q("{'v':1,'type':'hello','protocol_version':1,'world_size'"
                                            ":0,'device':'cpu','run_dir':'','config':{}}"))
             << "hello: field 'world_size' is below 1";
+        QTest::newRow("samples not array")
+            << QByteArray::fromStdString(q("{'v':1,'type':'samples','step':1,'samples':{}}"))
+            << "samples: field 'samples' must be an array";
+        QTest::newRow("sample without text")
+            << QByteArray::fromStdString(
+                   q("{'v':1,'type':'samples','step':1,'samples':[{'prompt':'a'}]}"))
+            << "samples: samples[0] must be an object with string fields";
         QTest::newRow("deep nesting")
             << QByteArray(std::string(100, '[').c_str()) << "nesting deeper than 64";
         QTest::newRow("invalid utf8")
@@ -253,6 +264,15 @@ private Q_SLOTS:
             QVERIFY(msg.find("[cut]") != std::string::npos);
             QVERIFY(msg.find("\xef\xbf\xbd") != std::string::npos);  // U+FFFD replaced the bad byte
         }
+        // Samples too long for a line: every text is cut, each keeps a share.
+        const Samples many{7, {{"p", huge}, {"q", huge}, {"r", "short"}}};
+        const std::string line = encode(Event(many));
+        QVERIFY(line.size() <= kMaxLineBytes + 1);
+        const auto back = std::get<Samples>(decode_ok(line));
+        QCOMPARE(back.samples.size(), std::size_t{3});
+        QVERIFY(back.samples[0].text.find("[cut]") != std::string::npos);
+        QVERIFY(back.samples[0].text.size() > kMaxLineBytes / 64);
+        QCOMPARE(back.samples[2].text, std::string("short"));
     }
 
     void lineBufferSplitsAnyChunking() {

@@ -8,6 +8,8 @@
 #include "engine/run_folder/records.h"
 #include "engine/run_folder/tensor_file_header.h"
 
+#include "tests/error_of.h"
+
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -20,16 +22,9 @@
 
 using namespace lathe::run_folder;
 
-namespace {
+using lathe::testing::error_of;
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return {};
-}
+namespace {
 
 // A tensor file with one float32 tensor of `n` values, as the engine writes it.
 std::string tensor_file(size_t n) {

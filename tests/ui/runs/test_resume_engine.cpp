@@ -4,7 +4,8 @@
 // steps 1..30 once each, the abandoned 16..20 apart, and every loss equals that of an
 // uninterrupted 30-step run (bitwise: one thread, metrics every step). Also: resume as a new run,
 // the engine's refusal of a model change matching the GUI's, attaching to a run started elsewhere
-// and noticing when it dies.
+// and noticing when it dies; the sampler's text reaching the Samples dock live and from disk, and
+// Try it generating from a checkpoint with the real engine.
 #include "engine/config/io.h"
 #include "tests/engine_runner.h"
 #include "tests/ui/runs/run_fixtures.h"
@@ -16,6 +17,11 @@
 #include "ui/runs/run_info.h"
 #include "ui/runs/run_metrics_loader.h"
 #include "ui/runs/runs_model.h"
+#include "ui/samples/samples_model.h"
+#include "ui/samples/samples_panel.h"
+
+#include <QLineEdit>
+#include <QSignalSpy>
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -70,6 +76,54 @@ private Q_SLOTS:
         reference_ = lathe::testing::losses(
             lathe::testing::read_metrics(root_.path() + "/reference/metrics.jsonl"));
         QCOMPARE(reference_.keys().size(), 30);
+    }
+
+    void samplesLiveAndTryIt() {
+        MetricStore store;
+        RunController run;
+        RunSession session(&run, &store);
+        SamplesModel samples;
+        SamplesPanel panel(&samples);
+        QObject::connect(
+            &run, &RunController::samplesReceived, &samples,
+            [&](const lathe::protocol::Samples& s) {
+                QVector<SamplesModel::Sample> v;
+                for (const auto& x : s.samples)
+                    v.push_back({QString::fromStdString(x.prompt), QString::fromStdString(x.text)});
+                samples.addStep(s.step, v);
+            });
+        RunOptions options;
+        options.runsDir = root_.path();
+        QString error;
+        QVERIFY2(session.startNew(tinyConfig("S", {"trainer.callbacks.sampler.enabled=true",
+                                                   "trainer.callbacks.sampler.interval=10",
+                                                   "trainer.callbacks.sampler.max_new_tokens=16"}),
+                                  options, &error),
+                 qPrintable(error));
+        // Samples arrive while the run goes on, the newest shown.
+        QTRY_VERIFY_WITH_TIMEOUT(samples.steps().size() >= 1, 120000);
+        QVERIFY(waitDone(run));
+        QCOMPARE(run.state(), RunController::State::Finished);
+        QCOMPARE(samples.steps().size(), 3);  // steps 10, 20, 30
+        QCOMPARE(samples.steps().back().step, 30);
+        QCOMPARE(panel.shownStep(), 30);
+        QVERIFY(panel.shownText().startsWith(QStringLiteral("Once upon a time")));
+        // The same from disk.
+        const QString runDir = root_.path() + "/S";
+        SamplesModel fromDisk;
+        QCOMPARE(fromDisk.loadRun(runDir), 0);
+        QCOMPARE(fromDisk.steps().size(), 3);
+        QCOMPARE(fromDisk.steps()[1].samples, samples.steps()[1].samples);
+        // Try it on the step-15 checkpoint, with the real engine.
+        panel.setEnginePath(lathe::testing::engine_path());
+        panel.setModelSource(runDir + "/step15", true);
+        panel.promptEdit()->setText(QStringLiteral("The "));
+        QSignalSpy done(&panel, &SamplesPanel::generationFinished);
+        QVERIFY(panel.generate());
+        QVERIFY(done.wait(60000));
+        QVERIFY2(done.at(0).at(0).toBool(), qPrintable(panel.tryItOutput()));
+        QVERIFY(panel.tryItOutput().startsWith(QStringLiteral("The ")));
+        QVERIFY(panel.tryItOutput().size() > 10);
     }
 
     void resumeSameRun() {
@@ -244,5 +298,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_GUILESS_MAIN(TestResumeEngine)
+QTEST_MAIN(TestResumeEngine)
 #include "test_resume_engine.moc"

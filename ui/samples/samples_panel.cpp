@@ -1,0 +1,254 @@
+#include "ui/samples/samples_panel.h"
+
+#include "ui/control/run_controller.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QDoubleSpinBox>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+
+namespace lathe::ui {
+
+SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
+    : QWidget(parent), model_(model), engine_(RunController::findEngine()) {
+    setObjectName(QStringLiteral("samplesPanel"));
+    auto* layout = new QVBoxLayout(this);
+    auto* top = new QHBoxLayout;
+    stepLabel_ = new QLabel(this);
+    stepLabel_->setObjectName(QStringLiteral("samplesStepLabel"));
+    slider_ = new QSlider(Qt::Horizontal, this);
+    slider_->setObjectName(QStringLiteral("samplesSlider"));
+    slider_->setToolTip(tr("The step whose samples are shown"));
+    top->addWidget(stepLabel_);
+    top->addWidget(slider_, 1);
+    layout->addLayout(top);
+    view_ = new QTextBrowser(this);
+    view_->setObjectName(QStringLiteral("samplesView"));
+    view_->setPlaceholderText(
+        tr("No samples yet. Enable trainer.callbacks.sampler in the config to see the model's "
+           "text every few steps."));
+    layout->addWidget(view_, 2);
+
+    auto* box = new QGroupBox(tr("Try it"), this);
+    auto* form = new QVBoxLayout(box);
+    sourceLabel_ = new QLabel(box);
+    sourceLabel_->setObjectName(QStringLiteral("tryItSource"));
+    sourceLabel_->setWordWrap(true);
+    form->addWidget(sourceLabel_);
+    auto* row = new QHBoxLayout;
+    prompt_ = new QLineEdit(box);
+    prompt_->setObjectName(QStringLiteral("tryItPrompt"));
+    maxTokens_ = new QSpinBox(box);
+    maxTokens_->setRange(1, 4096);
+    maxTokens_->setValue(64);
+    maxTokens_->setToolTip(tr("New tokens"));
+    temperature_ = new QDoubleSpinBox(box);
+    temperature_->setRange(0, 5);
+    temperature_->setSingleStep(0.1);
+    temperature_->setValue(0.8);
+    temperature_->setToolTip(tr("Temperature (0: greedy)"));
+    generate_ = new QPushButton(tr("Generate"), box);
+    generate_->setObjectName(QStringLiteral("tryItGenerate"));
+    stop_ = new QPushButton(tr("Stop"), box);
+    stop_->setObjectName(QStringLiteral("tryItStop"));
+    row->addWidget(prompt_, 1);
+    row->addWidget(maxTokens_);
+    row->addWidget(temperature_);
+    row->addWidget(generate_);
+    row->addWidget(stop_);
+    form->addLayout(row);
+    output_ = new QPlainTextEdit(box);
+    output_->setObjectName(QStringLiteral("tryItOutput"));
+    output_->setReadOnly(true);
+    form->addWidget(output_);
+    layout->addWidget(box, 1);
+
+    connect(slider_, &QSlider::valueChanged, this, &SamplesPanel::showIndex);
+    connect(model_, &SamplesModel::reset, this, &SamplesPanel::rebuild);
+    connect(model_, &SamplesModel::stepAdded, this, &SamplesPanel::onStepAdded);
+    connect(generate_, &QPushButton::clicked, this, [this] { generate(); });
+    connect(prompt_, &QLineEdit::returnPressed, this, [this] { generate(); });
+    connect(stop_, &QPushButton::clicked, this, &SamplesPanel::stopGenerating);
+    rebuild();
+    updateTryIt();
+}
+
+SamplesPanel::~SamplesPanel() {
+    if (process_) {
+        process_->disconnect(this);
+        process_->kill();
+        process_->waitForFinished(2000);
+    }
+}
+
+void SamplesPanel::rebuild() {
+    const int n = static_cast<int>(model_->steps().size());
+    slider_->blockSignals(true);
+    slider_->setRange(0, std::max(0, n - 1));
+    slider_->setValue(std::max(0, n - 1));
+    slider_->setEnabled(n > 1);
+    slider_->blockSignals(false);
+    showIndex(n - 1);
+}
+
+void SamplesPanel::onStepAdded() {
+    // Follow the newest step when the newest was shown; otherwise stay where the user is.
+    const bool atEnd = slider_->value() == slider_->maximum();
+    const int n = static_cast<int>(model_->steps().size());
+    slider_->blockSignals(true);
+    slider_->setRange(0, n - 1);
+    slider_->setEnabled(n > 1);
+    if (atEnd) slider_->setValue(n - 1);
+    slider_->blockSignals(false);
+    showIndex(slider_->value());
+}
+
+qint64 SamplesPanel::shownStep() const {
+    const int i = slider_->value();
+    if (i < 0 || i >= model_->steps().size()) return -1;
+    return model_->steps()[i].step;
+}
+
+void SamplesPanel::showIndex(int index) {
+    const auto& steps = model_->steps();
+    if (index < 0 || index >= steps.size()) {
+        stepLabel_->setText(tr("No samples"));
+        view_->clear();
+        return;
+    }
+    if (slider_->value() != index) {
+        slider_->blockSignals(true);
+        slider_->setValue(index);
+        slider_->blockSignals(false);
+    }
+    const auto& s = steps[index];
+    stepLabel_->setText(tr("Step %1 (%2 of %3)").arg(s.step).arg(index + 1).arg(steps.size()));
+    QString html;
+    for (const auto& sample : s.samples) {
+        html += QStringLiteral("<p style=\"white-space: pre-wrap\"><b>%1</b>%2</p>")
+                    .arg(sample.prompt.toHtmlEscaped(), sample.text.toHtmlEscaped());
+    }
+    view_->setHtml(html);
+}
+
+QString SamplesPanel::shownText() const {
+    return view_->toPlainText();
+}
+
+void SamplesPanel::setModelSource(const QString& path, bool bytes) {
+    source_ = path;
+    bytes_ = bytes;
+    updateTryIt();
+}
+
+void SamplesPanel::updateTryIt() {
+    const bool running = isGenerating();
+    generate_->setEnabled(!running && !source_.isEmpty());
+    stop_->setEnabled(running);
+    prompt_->setPlaceholderText(bytes_ ? tr("A prompt, e.g. The ")
+                                       : tr("Token ids, e.g. 1,2,3 (this run has no tokenizer)"));
+    sourceLabel_->setText(source_.isEmpty() ? tr("Select a run or a checkpoint to generate from.")
+                                            : tr("Generates from %1").arg(source_));
+}
+
+bool SamplesPanel::isGenerating() const {
+    return process_ && process_->state() != QProcess::NotRunning;
+}
+
+QString SamplesPanel::tryItOutput() const {
+    return output_->toPlainText();
+}
+
+bool SamplesPanel::generate() {
+    if (isGenerating() || source_.isEmpty()) return false;
+    const QString prompt = prompt_->text();
+    if (prompt.isEmpty()) {
+        output_->setPlainText(tr("Type a prompt first."));
+        return false;
+    }
+    QStringList args{QStringLiteral("generate"), source_};
+    if (bytes_) {
+        args << QStringLiteral("--prompt") << prompt;
+    } else {
+        static const QRegularExpression ids(QStringLiteral("^\\s*\\d+(\\s*,\\s*\\d+)*\\s*$"));
+        if (!ids.match(prompt).hasMatch()) {
+            output_->setPlainText(
+                tr("This run has no tokenizer: give the prompt as token ids, e.g. 1,2,3."));
+            return false;
+        }
+        args << QStringLiteral("--prompt-ids") << QString(prompt).remove(QLatin1Char(' '));
+    }
+    args << QStringLiteral("--max-new-tokens") << QString::number(maxTokens_->value())
+         << QStringLiteral("--temperature") << QString::number(temperature_->value())
+         << QStringLiteral("--json");
+    auto* p = new QProcess(this);
+    process_ = p;
+    connect(p, &QProcess::finished, this, &SamplesPanel::onProcessFinished);
+    connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
+        if (e != QProcess::FailedToStart || p != process_) return;
+        output_->setPlainText(tr("Cannot start %1: %2").arg(engine_, p->errorString()));
+        p->deleteLater();
+        updateTryIt();
+        Q_EMIT generationFinished(false, output_->toPlainText());
+    });
+    output_->setPlainText(tr("Generating…"));
+    p->start(engine_, args);
+    updateTryIt();
+    return true;
+}
+
+void SamplesPanel::stopGenerating() {
+    if (!isGenerating()) return;
+    process_->kill();  // our own child, by its handle
+}
+
+void SamplesPanel::onProcessFinished(int code, QProcess::ExitStatus status) {
+    QProcess* p = process_;
+    if (!p) return;
+    const QByteArray out = p->readAllStandardOutput();
+    const QString err = QString::fromUtf8(p->readAllStandardError()).trimmed();
+    p->deleteLater();
+    bool ok = false;
+    QString text;
+    if (status != QProcess::NormalExit) {
+        text = tr("Stopped.");
+    } else if (code != 0) {
+        const QStringList lines = err.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        text = tr("Generation failed: %1")
+                   .arg(lines.isEmpty() ? tr("exit %1").arg(code) : lines.last());
+    } else {
+        for (const QByteArray& line : out.split('\n')) {
+            const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(),
+                                                 nullptr, false);
+            if (!j.is_object() || !j.contains("ids")) continue;
+            if (j.contains("text") && j["text"].is_string()) {
+                text = QString::fromStdString(j.value("prompt", std::string())) +
+                       QString::fromStdString(j["text"].get<std::string>());
+            } else {
+                QStringList ids;
+                for (const auto& id : j["ids"]) ids << QString::number(id.get<qint64>());
+                text = ids.join(QLatin1Char(' '));
+            }
+            ok = true;
+            break;
+        }
+        if (!ok) text = tr("The engine printed no sample.");
+    }
+    output_->setPlainText(text);
+    updateTryIt();
+    Q_EMIT generationFinished(ok, text);
+}
+
+}  // namespace lathe::ui

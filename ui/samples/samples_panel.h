@@ -1,0 +1,77 @@
+// SamplesPanel: the Samples dock. The sampler's latest text per prompt, a step slider to see how it
+// changed over the run (a thin view over SamplesModel), and "Try it": generate from the selected
+// checkpoint, or the run's newest one, in a child `lathe-engine generate` process that a Stop
+// button ends. The window never waits for it.
+#pragma once
+
+#include "ui/samples/samples_model.h"
+
+#include <QPointer>
+#include <QProcess>
+#include <QWidget>
+
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QSlider;
+class QSpinBox;
+class QTextBrowser;
+
+namespace lathe::ui {
+
+class SamplesPanel : public QWidget {
+    Q_OBJECT
+
+public:
+    SamplesPanel(SamplesModel* model, QWidget* parent = nullptr);
+    ~SamplesPanel() override;
+
+    /// What Try it generates from: a checkpoint, or a run folder (its newest checkpoint), and
+    /// whether its tokens are bytes (text prompts) or need ids. Empty disables Try it.
+    void setModelSource(const QString& path, bool bytes);
+    QString modelSource() const { return source_; }
+    void setEnginePath(const QString& path) { engine_ = path; }
+
+    /// The step shown (-1 when there are no samples).
+    qint64 shownStep() const;
+    /// Shows the samples of the index-th step of the model.
+    void showIndex(int index);
+    QString shownText() const;
+
+    /// Try it: starts generating with the prompt box's text; false when it cannot start.
+    bool generate();
+    void stopGenerating();
+    bool isGenerating() const;
+    QString tryItOutput() const;
+    QLineEdit* promptEdit() const { return prompt_; }
+
+Q_SIGNALS:
+    /// Try it finished: its text, or the error.
+    void generationFinished(bool ok, const QString& output);
+
+private:
+    void rebuild();
+    void onStepAdded();
+    void onProcessFinished(int code, QProcess::ExitStatus status);
+    void updateTryIt();
+
+    SamplesModel* model_;
+    QLabel* stepLabel_;
+    QSlider* slider_;
+    QTextBrowser* view_;
+    QLineEdit* prompt_;
+    QSpinBox* maxTokens_;
+    QDoubleSpinBox* temperature_;
+    QPushButton* generate_;
+    QPushButton* stop_;
+    QLabel* sourceLabel_;
+    QPlainTextEdit* output_;
+    QPointer<QProcess> process_;
+    QString source_;
+    QString engine_;
+    bool bytes_ = true;
+};
+
+}  // namespace lathe::ui
