@@ -216,15 +216,19 @@ void MainWindow::buildRunsDocks() {
 
 namespace {
 
-// Whether the run of `path` (a run folder or one of its checkpoints) has byte tokens, from the
-// config.json found there or in the folder above.
-bool tokensAreBytes(const QString& path) {
+// Whether the run of `path` (a run folder or one of its checkpoints) has a text form: byte
+// tokens, or a tokenizer (dataset.tokenizer), from the config.json found there or in the folder
+// above.
+bool tokensHaveText(const QString& path) {
     for (const QString& dir : {path, QFileInfo(path).absolutePath()}) {
         lathe::config::Json config;
         if (!readJsonFile(runFile(dir, run_folder::kConfigFile), config) || !config.is_object())
             continue;
         const auto dataset = config.value("dataset", lathe::config::Json::object());
-        return !dataset.is_object() || dataset.value("source", std::string("builtin")) != "numpy";
+        if (!dataset.is_object()) return true;
+        const auto tokenizer = dataset.value("tokenizer", lathe::config::Json());
+        return dataset.value("source", std::string("builtin")) != "numpy" ||
+               (tokenizer.is_string() && !tokenizer.get<std::string>().empty());
     }
     return true;
 }
@@ -243,7 +247,7 @@ void MainWindow::buildSamplesDock(QDockWidget* besides) {
     auto updateSource = [this] {
         QString source = checkpointsPanel_->currentCheckpoint();
         if (source.isEmpty()) source = checkpointsModel_->runDir();
-        samplesPanel_->setModelSource(source, source.isEmpty() || tokensAreBytes(source));
+        samplesPanel_->setModelSource(source, source.isEmpty() || tokensHaveText(source));
     };
     connect(session_, &RunSession::shownRunChanged, this, [this, updateSource](const QString& dir) {
         if (dir.isEmpty())

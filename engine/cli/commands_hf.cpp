@@ -212,11 +212,22 @@ int cmd_generate(const Args& args) {
 
     const std::string path = resolve_model_path(p.spec);
     // Text: through --tokenizer, else as bytes for byte-token runs.
+    // The model folder's own tokenizer.json (a checkpoint of a run with dataset.tokenizer, an
+    // export, a Hugging Face folder) unless --tokenizer names one.
     std::unique_ptr<tokenizer::Tokenizer> tok;
-    if (p.has("--tokenizer")) {
-        tok = tokenizer::load_tokenizer(p.option("--tokenizer"));
-        if (auto eos = tok->eos_id()) o.stop_ids.push_back(*eos);
+    std::string tokenizer_path = p.option("--tokenizer");
+    if (!tokenizer_path.empty()) {
+        tok = tokenizer::load_tokenizer(tokenizer_path);
+    } else if (fs::is_regular_file(fs::path(path) / run_folder::kTokenizerFile)) {
+        tokenizer_path = (fs::path(path) / run_folder::kTokenizerFile).string();
+        try {
+            tok = tokenizer::load_tokenizer(tokenizer_path);
+        } catch (const Error& e) {
+            std::cerr << "lathe-engine generate: not using the folder's tokenizer: " << e.what()
+                      << "\n";
+        }
     }
+    if (tok && tok->eos_id()) o.stop_ids.push_back(*tok->eos_id());
     const bool bytes = !tok && byte_tokens(path);
     const bool has_text = tok || bytes;
     auto to_text = [&](const std::vector<int64_t>& ids) {
@@ -258,9 +269,9 @@ int cmd_generate(const Args& args) {
     const auto t_load = std::chrono::steady_clock::now();
     const auto m = hf::model_config_of(path);
     if (tok && tok->vocab_size() > m.vocab_size)
-        throw Error(p.option("--tokenizer") + ": its vocabulary (" +
-                    std::to_string(tok->vocab_size()) + ") is larger than the model's (" +
-                    std::to_string(m.vocab_size) + "): not this model's tokenizer");
+        throw Error(tokenizer_path + ": its vocabulary (" + std::to_string(tok->vocab_size()) +
+                    ") is larger than the model's (" + std::to_string(m.vocab_size) +
+                    "): not this model's tokenizer");
     auto weights = hf::is_hf_model_folder(path) ? hf::read_hf_weights(path, m)
                                                 : hf::read_checkpoint_weights(path, m);
     model::Transformer net(m);

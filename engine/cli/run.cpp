@@ -9,6 +9,7 @@
 #include "engine/distributed/env.h"
 #include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/train/callbacks/builtin.h"
 #include "engine/train/callbacks/run_status.h"
 #include "engine/train/data_parallel.h"
@@ -168,6 +169,16 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         return kExitUsage;
     }
 
+    if (cfg.dataset.tokenizer) {
+        const auto tok = tokenizer::load_tokenizer(*cfg.dataset.tokenizer);
+        if (tok->vocab_size() > cfg.model.vocab_size)
+            throw Error("dataset.tokenizer: " + *cfg.dataset.tokenizer + " has " +
+                        std::to_string(tok->vocab_size()) +
+                        " tokens, more than model.vocab_size (" +
+                        std::to_string(cfg.model.vocab_size) + ")");
+        log::info("tokenizer: {} ({}, {} tokens)", *cfg.dataset.tokenizer, tok->id(),
+                  tok->vocab_size());
+    }
     auto split = data::build_split(cfg.dataset, cfg.model.vocab_size);
     train::TransformerTrainModule tm(cfg, *env);
     data::DataLoader loader(split.train, cfg.data_loader, rank, env->world_size());

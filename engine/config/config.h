@@ -141,9 +141,13 @@ struct DatasetConfig {
     int64_t builtin_seed = 1234;
     double validation_fraction = 0.0;
 
+    std::optional<std::string> tokenizer;
+
     /// The built-in corpus and text files are read as bytes, so token id = byte: text can be
     /// encoded and decoded without a tokenizer file.
     bool tokens_are_bytes() const { return source != DataSource::numpy; }
+    /// Whether the run's ids have a text form: bytes, or a tokenizer file.
+    bool has_text() const { return tokens_are_bytes() || tokenizer.has_value(); }
 
     template <class V>
     void visit(V& v) {
@@ -160,6 +164,13 @@ struct DatasetConfig {
                 {"Size of the built-in corpus in tokens.", Bounds::at_least(1024)});
         v.field("builtin_seed", builtin_seed,
                 {"Seed that generates the built-in corpus.", Bounds::at_least(0)});
+        v.field(
+            "tokenizer", tokenizer,
+            {"The tokenizer.json (Hugging Face, byte-level BPE) the numpy token files were made "
+             "with: the sampler's and generate's text, and export's tokenizer files; copied "
+             "into every checkpoint. Null: none (the built-in and text sources are bytes).",
+             {},
+             "path"});
         v.field("validation_fraction", validation_fraction,
                 {"Share of instances held out for evaluation (lm_evaluator); 0 trains on all.",
                  Bounds::between(0.0, 0.5)});

@@ -184,10 +184,10 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
         const std::string at = "trainer.callbacks.sampler.";
         if (smp.prompts.empty() && smp.prompt_ids.empty())
             add(at + "prompts", "the sampler needs at least one prompt (prompts or prompt_ids)");
-        if (!smp.prompts.empty() && !c.dataset.tokens_are_bytes())
+        if (!smp.prompts.empty() && !c.dataset.has_text())
             add(at + "prompts",
                 "text prompts need a tokenizer, and this run's tokens (dataset.source numpy) have "
-                "none in Lathe yet: give prompt_ids");
+                "none: set dataset.tokenizer, or give prompt_ids");
         for (std::size_t i = 0; i < smp.prompts.size(); ++i)
             if (smp.prompts[i].empty()) add(at + "prompts[" + std::to_string(i) + "]", "is empty");
         for (std::size_t i = 0; i < smp.prompt_ids.size(); ++i) {
@@ -289,6 +289,15 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
         add("run_name", "must be a non-empty name without '/' (got \"" + c.run_name + "\")");
     }
 
+    if (c.dataset.tokenizer) {
+        std::error_code ec;
+        if (c.dataset.source != DataSource::numpy)
+            add("dataset.tokenizer", "the " + enum_to_string(c.dataset.source) +
+                                         " source's tokens are bytes; a tokenizer belongs to "
+                                         "numpy token files");
+        else if (!std::filesystem::is_regular_file(*c.dataset.tokenizer, ec))
+            add("dataset.tokenizer", "no such file: " + *c.dataset.tokenizer);
+    }
     if (c.dataset.source != DataSource::builtin) {
         if (c.dataset.paths.empty()) {
             add("dataset.paths", "the " + enum_to_string(c.dataset.source) +

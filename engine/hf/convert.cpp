@@ -10,6 +10,7 @@
 #include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/tensor_file_header.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
 
 #include <cctype>
@@ -155,12 +156,24 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
     const torch::ScalarType out_type = torch_dtype(options.dtype, "--dtype");
     if (out_type == torch::kFloat16) throw Error("--dtype: use float32 or bfloat16");
     const bool bytes = cfg.dataset.tokens_are_bytes();
-    ExportTokens tokens;  // byte-level sources have no special tokens
-    auto config_json = olmo2_config_json(
-        m, options.dtype,
-        std::max(cfg.dataset.sequence_length, cfg.train_module.max_sequence_length), tokens);
+    // The run's tokenizer, saved with the checkpoint (dataset.tokenizer), goes along and gives
+    // the special-token ids; byte-level sources have none.
+    const std::string tokenizer_path = run_folder::join(ckpt, run_folder::kTokenizerFile);
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    std::error_code ec;
+    if (fs::is_regular_file(tokenizer_path, ec)) tok = tokenizer::load_tokenizer(tokenizer_path);
+    ExportTokens tokens;
+    if (tok) {
+        tokens.bos = tok->bos_id();
+        tokens.eos = tok->eos_id();
+    }
+    const int64_t max_positions =
+        std::max(cfg.dataset.sequence_length, cfg.train_module.max_sequence_length);
+    auto config_json = olmo2_config_json(m, options.dtype, max_positions, tokens);
     // Lathe's own note of how text becomes ids; transformers keeps unknown keys as attributes.
-    config_json["lathe"] = {{"tokenizer", bytes ? "bytes" : "unknown"},
+    config_json["lathe"] = {{"tokenizer", tok     ? run_folder::kTokenizerFile
+                                          : bytes ? "bytes"
+                                                  : "unknown"},
                             {"source_checkpoint", fs::absolute(ckpt).lexically_normal().string()}};
 
     const std::string tensor_path = run_folder::join(ckpt, run_folder::kModelTensorFile);
@@ -248,13 +261,25 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
     run_folder::write_file_atomic(run_folder::join(staging.tmp, "config.json"),
                                   config_json.dump(2) + "\n");
     nlohmann::json generation = {{"_from_model_config", true},
-                                 {"bos_token_id", nullptr},
-                                 {"eos_token_id", nullptr},
+                                 {"bos_token_id", config_json["bos_token_id"]},
+                                 {"eos_token_id", config_json["eos_token_id"]},
                                  {"pad_token_id", nullptr}};
     run_folder::write_file_atomic(run_folder::join(staging.tmp, "generation_config.json"),
                                   generation.dump(2) + "\n");
     result.files.push_back("config.json");
     result.files.push_back("generation_config.json");
+    if (tok) {
+        // tokenizer.json as it is, and the config transformers' AutoTokenizer reads it with.
+        run_folder::write_file_atomic(run_folder::join(staging.tmp, run_folder::kTokenizerFile),
+                                      run_folder::read_text_file(tokenizer_path));
+        const nlohmann::json tokenizer_config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                                 {"model_max_length", max_positions},
+                                                 {"clean_up_tokenization_spaces", false}};
+        run_folder::write_file_atomic(run_folder::join(staging.tmp, "tokenizer_config.json"),
+                                      tokenizer_config.dump(2) + "\n");
+        result.files.push_back(run_folder::kTokenizerFile);
+        result.files.push_back("tokenizer_config.json");
+    }
     staging.commit();
     return result;
 }
@@ -382,6 +407,18 @@ void import_hf(const std::string& hf_dir, const std::string& out_ckpt) {
                                   nlohmann::json{{"global_step", 0}}.dump() + "\n");
     run_folder::write_file_atomic(run_folder::join(staging.tmp, run_folder::kConfigFile),
                                   config::to_json(cfg).dump(2) + "\n");
+    // The folder's tokenizer comes along when Lathe can read it (generate uses it).
+    const std::string hf_tokenizer = run_folder::join(hf_dir, run_folder::kTokenizerFile);
+    std::error_code ec;
+    if (fs::is_regular_file(hf_tokenizer, ec)) {
+        try {
+            tokenizer::load_tokenizer(hf_tokenizer);
+            run_folder::write_file_atomic(run_folder::join(staging.tmp, run_folder::kTokenizerFile),
+                                          run_folder::read_text_file(hf_tokenizer));
+        } catch (const Error&) {
+            // Not a tokenizer Lathe reads (SentencePiece-based, say): the weights still import.
+        }
+    }
     nlohmann::json meta = {
         {"ephemeral", false}, {"version", config::version()},
         {"world_size", 1},    {"format", "lathe-checkpoint-v1"},

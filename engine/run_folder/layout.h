@@ -18,6 +18,8 @@
 namespace lathe::run_folder {
 
 inline constexpr const char* kConfigFile = "config.json";
+/// In a checkpoint (and an exported or imported model folder): the run's tokenizer file.
+inline constexpr const char* kTokenizerFile = "tokenizer.json";
 inline constexpr const char* kStatusFile = "status.json";
 inline constexpr const char* kHistoryFile = "history.jsonl";
 inline constexpr const char* kParentFile = "parent.json";

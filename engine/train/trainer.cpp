@@ -5,6 +5,7 @@
 #include "engine/hf/convert.h"
 #include "engine/hf/olmo2.h"
 #include "engine/run_folder/checkpoint_names.h"
+#include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
 #include "engine/util/error.h"
@@ -629,6 +630,12 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
     if (cfg_.trainer.callbacks.config_saver.enabled) {
         extra_files.emplace_back(cfg_.trainer.callbacks.config_saver.fname,
                                  config::to_json(cfg_).dump(2) + "\n");
+    }
+    // The run's tokenizer travels with its checkpoints (generate, export).
+    if (cfg_.dataset.tokenizer) {
+        if (tokenizer_file_.empty())
+            tokenizer_file_ = run_folder::read_text_file(*cfg_.dataset.tokenizer);
+        extra_files.emplace_back(run_folder::kTokenizerFile, tokenizer_file_);
     }
     checkpointer_->save(dir, *this, ephemeral, async, extra_files,
                         [this, dir, async](double seconds) {

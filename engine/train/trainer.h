@@ -160,6 +160,7 @@ private:
     TransformerTrainModule& train_module_;
     data::DataLoader& data_loader_;
     std::string save_folder_;
+    std::string tokenizer_file_;  ///< dataset.tokenizer's bytes, read at the first save
     std::unique_ptr<checkpoint::Checkpointer> checkpointer_;
     std::unique_ptr<metrics::Bookkeeper> bookkeeper_;
 

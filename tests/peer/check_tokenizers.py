@@ -14,7 +14,8 @@ punctuation runs, and runs of spaces, tabs, newlines, no-break and ideographic s
 
 For every document, Lathe's ids equal `tokenizers`' ids (without and with special tokens, and
 with special tokens inside the text), and Lathe's decode(encode(x)) == x. Bad tokenizer files
-get their error.
+get their error. A numpy run with dataset.tokenizer samples, generates and exports text through
+it (transformers' AutoTokenizer reads the export).
 """
 import json
 import random
@@ -112,6 +113,53 @@ def lathe(*args, ok=True):
     return r
 
 
+def train_with_tokenizer(work, texts):
+    """dataset.tokenizer: a numpy run made with the gpt2 tokenizer; its samples, generate and
+    export speak text through it, and its checkpoints carry it."""
+    import numpy as np
+    import transformers
+    tok = Tokenizer.from_file(str(work / "gpt2.json"))
+    eos = tok.token_to_id("<|endoftext|>")
+    ids = []
+    for e in tok.encode_batch(texts[:1500]):
+        ids += e.ids + [eos]
+    np.array(ids, dtype=np.uint16).tofile(work / "tokens.u16")
+    common = ["model.vocab_size=3072", "dataset.source=numpy",
+              f"dataset.paths=[{work / 'tokens.u16'}]", "dataset.sequence_length=64",
+              f"dataset.tokenizer={work / 'gpt2.json'}", "launch.num_threads=1",
+              "trainer.max_duration={value: 10, unit: steps}"]
+    run = work / "run"
+    lathe("train", "tiny", "run_name=tok", f"trainer.save_folder={run}", *common,
+          "trainer.callbacks.sampler.enabled=true", "trainer.callbacks.sampler.interval=5",
+          "trainer.callbacks.sampler.max_new_tokens=12", 'trainer.callbacks.sampler.prompts=["Hello"]')
+    lines = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    check(len(lines) == 2 and all(x["prompt_ids"] == tok.encode("Hello").ids and
+                                  x["text"] == tok.decode(x["ids"], skip_special_tokens=True)
+                                  for x in lines),
+          "dataset.tokenizer: the sampler encodes its text prompt and decodes its samples with it")
+    check((run / "step10" / "tokenizer.json").read_bytes() == (work / "gpt2.json").read_bytes(),
+          "dataset.tokenizer: every checkpoint carries the tokenizer file")
+    out = lathe("generate", run, "--prompt", "Hello world", "--max-new-tokens", "8",
+                "--temperature", "0", "--json").stdout.splitlines()
+    g = json.loads(out[0])
+    check(g["prompt_ids"] == tok.encode("Hello world").ids and
+          g["text"] == tok.decode(g["ids"], skip_special_tokens=True),
+          "generate on the run: prompt and text through the checkpoint's tokenizer")
+    lathe("export", run / "step10", work / "tok-hf")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(work / "tok-hf")
+    cfg = json.loads((work / "tok-hf" / "config.json").read_text())
+    check(all(hf_tok(t)["input_ids"] == tok.encode(t).ids for t in texts[:100]) and
+          cfg["eos_token_id"] == eos,
+          "export: transformers' AutoTokenizer loads the exported tokenizer, same ids, EOS in config.json")
+    r = lathe("train", "tiny", "run_name=small", f"trainer.save_folder={work / 'small'}",
+              *common, "model.vocab_size=2048", ok=False)
+    check(r.returncode != 0 and "dataset.tokenizer" in r.stderr and "more than model.vocab_size" in r.stderr,
+          "a tokenizer larger than the model's vocabulary is refused naming dataset.tokenizer")
+    r = lathe("train", "tiny", "run_name=bytes", f"dataset.tokenizer={work / 'gpt2.json'}", ok=False)
+    check(r.returncode == 2 and "dataset.tokenizer: the builtin source's tokens are bytes" in r.stderr,
+          "a tokenizer on a byte source is a config error")
+
+
 def main():
     rng = random.Random(1234)
     texts = corpus(rng, 3000)
@@ -155,6 +203,7 @@ def main():
             check(info["vocab_size"] == tok.get_vocab_size() and
                   info["eos_id"] == tok.token_to_id("<|endoftext|>"),
                   f"{kind}: info gives the vocabulary size and EOS id")
+        train_with_tokenizer(work, texts)
         # Bad files.
         bad_cases = {
             "not json": ("{", "not a tokenizer file"),

@@ -29,7 +29,8 @@ public:
     ~SamplesPanel() override;
 
     /// What Try it generates from: a checkpoint, or a run folder (its newest checkpoint), and
-    /// whether its tokens are bytes (text prompts) or need ids. Empty disables Try it.
+    /// whether its prompts are text (byte tokens, or a tokenizer the engine finds with the
+    /// checkpoint) or ids. Empty disables Try it.
     void setModelSource(const QString& path, bool bytes);
     QString modelSource() const { return source_; }
     void setEnginePath(const QString& path) { engine_ = path; }

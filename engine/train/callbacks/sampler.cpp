@@ -8,6 +8,7 @@
 #include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/train/callbacks/builtin.h"
 #include "engine/train/train_module.h"
 #include "engine/train/trainer.h"
@@ -41,15 +42,20 @@ public:
     void post_attach() override {
         const auto& dataset = trainer().config().dataset;
         bytes_ = dataset.tokens_are_bytes();
+        if (dataset.tokenizer) tokenizer_ = tokenizer::load_tokenizer(*dataset.tokenizer);
         for (const auto& p : cfg_.prompts) {
             std::vector<int64_t> ids;
-            for (unsigned char ch : p) ids.push_back(ch);
+            if (tokenizer_) {
+                ids = tokenizer_->encode(p);
+            } else {
+                for (unsigned char ch : p) ids.push_back(ch);
+            }
             prompts_.push_back(ids);
             labels_.push_back(p);
         }
         for (const auto& ids : cfg_.prompt_ids) {
             prompts_.push_back(ids);
-            labels_.push_back(bytes_ ? bytes_text(ids) : ids_text(ids));
+            labels_.push_back(text_of(ids));
         }
     }
 
@@ -85,6 +91,7 @@ private:
         o.top_k = cfg_.top_k;
         o.top_p = cfg_.top_p;
         o.seed = static_cast<uint64_t>(cfg_.seed);
+        if (tokenizer_ && tokenizer_->eos_id()) o.stop_ids.push_back(*tokenizer_->eos_id());
         // Without autocast, as a user's `generate` would run; the model's mode is restored.
         const auto gens = model::generate(net, prompts_, o);
         const double seconds =
@@ -97,7 +104,7 @@ private:
                                          {"top_p", o.top_p},
                                          {"seed", cfg_.seed}};
         for (std::size_t i = 0; i < gens.size(); ++i) {
-            const std::string text = bytes_ ? bytes_text(gens[i].ids) : ids_text(gens[i].ids);
+            const std::string text = text_of(gens[i].ids);
             nlohmann::json line = {{"step", step()},       {"time", run_folder::iso_time_now()},
                                    {"prompt", labels_[i]}, {"prompt_ids", prompts_[i]},
                                    {"text", text},         {"ids", gens[i].ids},
@@ -118,8 +125,14 @@ private:
         trainer().publish_samples(step(), samples);
     }
 
+    std::string text_of(const std::vector<int64_t>& ids) const {
+        if (tokenizer_) return tokenizer_->decode(ids, /*skip_special=*/true);
+        return bytes_ ? bytes_text(ids) : ids_text(ids);
+    }
+
     config::SamplerConfig cfg_;
     bool bytes_ = true;
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     std::vector<std::vector<int64_t>> prompts_;
     std::vector<std::string> labels_;
     int64_t last_ = -1;
