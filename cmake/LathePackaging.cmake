@@ -85,15 +85,14 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${LATHE_PACKAGE_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
 set(_deb_depends "libc6 (>= 2.34)" "libgcc-s1 (>= 3.0)" "libstdc++6 (>= 12)" "libyaml-cpp0.7 (>= 0.7.0)")
 if(TARGET lathe-engine)
-  list(APPEND _deb_depends "libspdlog1.10-fmt9" "libfmt9 (>= 9.1.0+ds1)" "libpcre2-8-0 (>= 10.42)")
+  list(APPEND _deb_depends "libspdlog1.10-fmt9" "libfmt9 (>= 9.1.0+ds1)" "libpcre2-8-0 (>= 10.42)"
+       "libsentencepiece0 (>= 0.1.97)" "libzstd1 (>= 1.5.4)" "zlib1g (>= 1:1.2.13)")
 endif()
 if(TARGET lathe)
   list(APPEND _deb_depends "libqt6core6 (>= 6.4.0)" "libqt6gui6 (>= 6.4.0)" "libqt6widgets6 (>= 6.4.0)"
        "libqt6network6 (>= 6.4.0)" "libqt6printsupport6 (>= 6.4.0)" "libqcustomplot2.1-qt6 (>= 2.1.0+dfsg1)")
 endif()
-if(LATHE_TORCH_CUDA)
-  list(APPEND _deb_depends "zlib1g (>= 1:1.1.4)")  # cuDNN's libraries
-endif()
+# zlib1g (above, for prepare-data) also serves cuDNN's libraries in a CUDA build.
 list(JOIN _deb_depends ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
 if(LATHE_TORCH_CUDA)
   # The NVIDIA driver (libcuda.so.1) is only needed to train on a GPU.

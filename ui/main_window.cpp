@@ -4,6 +4,7 @@
 #include "ui/checkpoints/checkpoints_panel.h"
 #include "ui/config/config_editor.h"
 #include "ui/control/run_session.h"
+#include "ui/data/data_dialog.h"
 #include "ui/logs/log_model.h"
 #include "ui/logs/log_view.h"
 #include "ui/plots/metric_store.h"
@@ -462,6 +463,19 @@ void MainWindow::buildToolbar() {
     bar->addWidget(speed_);
 }
 
+DataDialog* MainWindow::showDataDialog() {
+    if (!dataDialog_) {
+        dataDialog_ = new DataDialog(this);
+        connect(dataDialog_, &DataDialog::applyToConfig, this,
+                [this](const QVector<std::pair<QString, lathe::config::Json>>& changes) {
+                    for (const auto& [path, value] : changes) editor_->editField(path, value);
+                });
+    }
+    dataDialog_->show();
+    dataDialog_->raise();
+    return dataDialog_;
+}
+
 void MainWindow::buildMenus() {
     auto* file = menuBar()->addMenu(tr("&File"));
     auto* open = file->addAction(tr("&Open config…"), editor_, &ConfigEditor::openInteractive);
@@ -471,6 +485,8 @@ void MainWindow::buildMenus() {
     auto* saveAs =
         file->addAction(tr("Save config &as…"), editor_, &ConfigEditor::saveAsInteractive);
     saveAs->setShortcut(QKeySequence::SaveAs);
+    file->addSeparator();
+    file->addAction(tr("Prepare &data…"), this, &MainWindow::showDataDialog);
     file->addSeparator();
     file->addAction(tr("Export plots as &PNG…"), plots_, &PlotPanel::exportPngInteractive);
     file->addAction(tr("Export metrics as &CSV…"), plots_, &PlotPanel::exportCsvInteractive);

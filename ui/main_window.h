@@ -26,6 +26,7 @@ class CheckpointsModel;
 class CheckpointsPanel;
 class CompareView;
 class ConfigEditor;
+class DataDialog;
 class LogModel;
 class LogView;
 class MetricStore;
@@ -91,6 +92,9 @@ public Q_SLOTS:
     bool editResume(const QString& checkpoint);
     /// Opens a window overlaying the runs' curves, with their config differences.
     CompareView* compareRuns(const QStringList& runDirs);
+    /// The Data page (File > Prepare data): text to token files; its result fills dataset.* and
+    /// model.vocab_size in the editor. Made on first use and kept.
+    DataDialog* showDataDialog();
     /// Quits as the Quit action's default does, without asking (SIGTERM, SIGINT): a running
     /// engine is stopped with a final checkpoint first; called again, the engine is killed. The
     /// application then quits, so its control folder is removed.
@@ -119,6 +123,7 @@ private:
     void beginRunUi();
 
     ConfigEditor* editor_ = nullptr;
+    DataDialog* dataDialog_ = nullptr;
     MetricStore* store_ = nullptr;
     PlotPanel* plots_ = nullptr;
     LogModel* logModel_ = nullptr;

@@ -27,6 +27,8 @@ int cmd_export(const Args& args);
 int cmd_import(const Args& args);
 int cmd_generate(const Args& args);
 int cmd_tokenizer(const Args& args);
+int cmd_prepare_data(const Args& args);
+int cmd_dataset(const Args& args);
 
 }  // namespace lathe::cli
 
@@ -51,5 +53,9 @@ struct ParsedArgs {
 };
 ParsedArgs parse_args(const Args& args, const std::vector<std::string>& value_options,
                       const std::vector<std::string>& flag_options = {});
+
+/// The config `p` names (spec and overrides), resolved and checked; false after printing
+/// "lathe-engine CMD: ..." and every issue to stderr.
+bool load_config(const ParsedArgs& p, const char* cmd, config::ExperimentConfig& out);
 
 }  // namespace lathe::cli

@@ -218,8 +218,8 @@ int cmd_generate(const Args& args) {
     std::string tokenizer_path = p.option("--tokenizer");
     if (!tokenizer_path.empty()) {
         tok = tokenizer::load_tokenizer(tokenizer_path);
-    } else if (fs::is_regular_file(fs::path(path) / run_folder::kTokenizerFile)) {
-        tokenizer_path = (fs::path(path) / run_folder::kTokenizerFile).string();
+    } else if (!tokenizer::find_tokenizer_file(path).empty()) {
+        tokenizer_path = tokenizer::find_tokenizer_file(path);
         try {
             tok = tokenizer::load_tokenizer(tokenizer_path);
         } catch (const Error& e) {

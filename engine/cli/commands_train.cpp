@@ -17,8 +17,6 @@
 
 namespace lathe::cli {
 
-namespace {
-
 bool load_config(const ParsedArgs& p, const char* cmd, config::ExperimentConfig& out) {
     if (!p.errors.empty()) {
         for (const auto& e : p.errors) std::cerr << "lathe-engine " << cmd << ": " << e << "\n";
@@ -33,6 +31,8 @@ bool load_config(const ParsedArgs& p, const char* cmd, config::ExperimentConfig&
     out = loaded.config;
     return true;
 }
+
+namespace {
 
 std::string timer_async_name(const config::ExperimentConfig& cfg) {
     return cfg.trainer.callbacks.checkpointer.save_async.value_or(true) ? "async" : "sync";

@@ -30,8 +30,15 @@ Commands:
                                      --tokenizer FILE (text for any model; EOS stops),
                                      --device cpu|cuda, --no-kv-cache, --json (--logits:
                                      the forward's logits over each prompt)
-  tokenizer info|encode|decode FILE   a Hugging Face tokenizer.json (byte-level BPE): --text T or
-                                     --jsonl PATH to encode, --ids 1,2,3 to decode
+  tokenizer info|encode|decode FILE  a Hugging Face tokenizer.json (byte-level BPE) or a
+                                     SentencePiece model: --text T or --jsonl PATH to encode,
+                                     --ids 1,2,3 to decode
+  tokenizer train PATHS --out FILE   train a SentencePiece model on text (--vocab-size N,
+        --vocab-size N               --type bpe|unigram)
+  prepare-data PATHS --tokenizer F   text/JSONL files and folders (.gz, .zst) to OLMo-core token
+        --out DIR [--shard-size S]   files and manifest.json, on every core; resumable
+  dataset [CONFIG] [a.b=value ...]   describe the config's data; --instances A:B prints those
+        [--instances A:B] [--decode] instances' ids (and text)
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
@@ -59,11 +66,21 @@ int main(int argc, char** argv) {
         return kExitOk;
     }
     const std::map<std::string, int (*)(const Args&)> commands = {
-        {"schema", cmd_schema},       {"validate", cmd_validate}, {"config", cmd_config},
-        {"presets", cmd_presets},     {"train", cmd_train},       {"bench", cmd_bench},
-        {"inspect", cmd_inspect},     {"launch", cmd_launch},     {"lr-schedule", cmd_lr_schedule},
-        {"export", cmd_export},       {"import", cmd_import},     {"generate", cmd_generate},
+        {"schema", cmd_schema},
+        {"validate", cmd_validate},
+        {"config", cmd_config},
+        {"presets", cmd_presets},
+        {"train", cmd_train},
+        {"bench", cmd_bench},
+        {"inspect", cmd_inspect},
+        {"launch", cmd_launch},
+        {"lr-schedule", cmd_lr_schedule},
+        {"export", cmd_export},
+        {"import", cmd_import},
+        {"generate", cmd_generate},
         {"tokenizer", cmd_tokenizer},
+        {"prepare-data", cmd_prepare_data},
+        {"dataset", cmd_dataset},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

@@ -155,9 +155,15 @@ struct DatasetConfig {
                 {"builtin: the generated corpus; text: UTF-8 files or folders as bytes; numpy: raw "
                  "token files.",
                  {}});
-        v.field("paths", paths, {"Files or folders for the text and numpy sources.", {}, "path"});
+        v.field("paths", paths,
+                {"Files or folders for the text and numpy sources. A numpy folder made by "
+                 "`lathe-engine prepare-data` gives its manifest.json's shards and dtype.",
+                 {},
+                 "path"});
         v.field("token_dtype", token_dtype,
-                {"Element type of numpy token files (little-endian).", {}});
+                {"Element type of numpy token files (little-endian); a prepare-data folder's "
+                 "manifest.json gives its own.",
+                 {}});
         v.field("sequence_length", sequence_length,
                 {"Tokens per training instance.", Bounds::at_least(2)});
         v.field("builtin_tokens", builtin_tokens,
@@ -166,9 +172,11 @@ struct DatasetConfig {
                 {"Seed that generates the built-in corpus.", Bounds::at_least(0)});
         v.field(
             "tokenizer", tokenizer,
-            {"The tokenizer.json (Hugging Face, byte-level BPE) the numpy token files were made "
-             "with: the sampler's and generate's text, and export's tokenizer files; copied "
-             "into every checkpoint. Null: none (the built-in and text sources are bytes).",
+            {"The tokenizer file the numpy token files were made with (a Hugging Face "
+             "tokenizer.json, byte-level BPE, or a SentencePiece .model): the sampler's and "
+             "generate's text, and export's tokenizer files; copied into every checkpoint; must "
+             "be the one a prepare-data manifest names. Null: none (the built-in and text "
+             "sources are bytes).",
              {},
              "path"});
         v.field("validation_fraction", validation_fraction,

@@ -1,4 +1,6 @@
 #include "engine/data/dataset.h"
+#include "engine/prepare/manifest.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include "engine/data/builtin_corpus.h"
 #include "engine/util/error.h"
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 namespace lathe::data {
 
@@ -94,10 +97,11 @@ void TokenArray::read(int64_t offset, int64_t n, int64_t* out) const {
 
 namespace {
 
-std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
+std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std::size_t first) {
     std::vector<std::string> files;
-    for (std::size_t i = 0; i < paths.size(); ++i) {
-        const auto& p = paths[i];
+    for (std::size_t k = 0; k < paths.size(); ++k) {
+        const auto& p = paths[k];
+        const std::size_t i = first + k;
         std::error_code ec;
         auto st = fs::status(p, ec);
         if (ec || !fs::exists(st))
@@ -122,6 +126,36 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
     return files;
 }
 
+// The shards of a prepare-data folder (dataset.paths[i]), in the manifest's order and dtype,
+// after checking its tokenizer against dataset.tokenizer and model.vocab_size.
+std::vector<std::tuple<std::string, int, std::string>> manifest_files(
+    const config::DatasetConfig& cfg, std::size_t i, int64_t vocab_size) {
+    const std::string where = "dataset.paths[" + std::to_string(i) + "]: " + cfg.paths[i];
+    prepare::Manifest m;
+    try {
+        m = prepare::read_manifest(cfg.paths[i]);
+    } catch (const Error& e) {
+        throw Error(where, e);
+    }
+    const std::string made_with = m.json["tokenizer"].value("source", m.tokenizer_file);
+    if (cfg.tokenizer) {
+        const std::string id = tokenizer::tokenizer_file_id(*cfg.tokenizer);
+        if (id != m.tokenizer_id)
+            throw Error("dataset.tokenizer: " + *cfg.tokenizer + " (" + id +
+                        ") is not the tokenizer " + cfg.paths[i] + " was prepared with (" +
+                        made_with + ", " + m.tokenizer_id + "; its copy is " +
+                        (fs::path(m.folder) / m.tokenizer_file).string() + ")");
+    }
+    if (m.vocab_size > vocab_size)
+        throw Error(where + ": prepared with a tokenizer of " + std::to_string(m.vocab_size) +
+                    " tokens, more than model.vocab_size (" + std::to_string(vocab_size) +
+                    "); set model.vocab_size=" +
+                    std::to_string(tokenizer::padded_vocab_size(m.vocab_size)));
+    std::vector<std::tuple<std::string, int, std::string>> out;
+    for (const auto& s : m.shards) out.emplace_back(m.shard_path(s), m.element_size(), m.dtype);
+    return out;
+}
+
 }  // namespace
 
 std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& cfg,
@@ -140,18 +174,28 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
         ds->description_ = "built-in corpus (" + std::to_string(cfg.builtin_tokens) +
                            " tokens, seed " + std::to_string(cfg.builtin_seed) + ")";
     } else {
-        int element = cfg.source == config::DataSource::text
-                          ? 1
-                          : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
-        auto files = expand_paths(cfg.paths);
-        for (const auto& f : files) {
-            auto a = TokenArray::map_file(f, element);
+        // (path, element size, the manifest's dtype when a prepare-data folder gave it)
+        std::vector<std::tuple<std::string, int, std::string>> files;
+        const int element = cfg.source == config::DataSource::text
+                                ? 1
+                                : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
+        for (std::size_t i = 0; i < cfg.paths.size(); ++i) {
+            const std::string& p = cfg.paths[i];
+            if (cfg.source == config::DataSource::numpy && prepare::has_manifest(p)) {
+                for (auto& f : manifest_files(cfg, i, vocab_size)) files.push_back(std::move(f));
+                continue;
+            }
+            for (auto& f : expand_paths({p}, i)) files.emplace_back(std::move(f), element, "");
+        }
+        for (const auto& [f, elem, dtype] : files) {
+            auto a = TokenArray::map_file(f, elem);
             if (a->size() < cfg.sequence_length) {
                 throw Error(f + ": too short: " + std::to_string(a->size()) +
                             " tokens, fewer than one instance of " +
                             std::to_string(cfg.sequence_length) + " (dataset.sequence_length)");
             }
             fp << ";file=" << fs::path(f).filename().string() << ",bytes=" << a->byte_size();
+            if (!dtype.empty()) fp << ",dtype=" << dtype;
             ds->files_.push_back(std::move(a));
         }
         ds->description_ =

@@ -98,27 +98,6 @@ config::ExperimentConfig checkpoint_config(const std::string& ckpt) {
 
 }  // namespace
 
-uint64_t parse_size(const std::string& text) {
-    std::size_t i = 0;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-    if (i == 0) throw Error("'" + text + "' is not a size (for example 5GB, 500MB, 1000000)");
-    const uint64_t n = std::stoull(text.substr(0, i));
-    std::string unit = text.substr(i);
-    for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    static const std::map<std::string, uint64_t> units = {{"", 1},
-                                                          {"B", 1},
-                                                          {"KB", 1000ULL},
-                                                          {"MB", 1000000ULL},
-                                                          {"GB", 1000000000ULL},
-                                                          {"KIB", 1ULL << 10},
-                                                          {"MIB", 1ULL << 20},
-                                                          {"GIB", 1ULL << 30}};
-    auto it = units.find(unit);
-    if (it == units.end()) throw Error("'" + text + "': unknown unit '" + unit + "'");
-    if (n == 0) throw Error("'" + text + "': the size must be positive");
-    return n * it->second;
-}
-
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
     const config::ModelConfig& m) {
     const int64_t d = m.d_model, q = m.n_heads * m.resolved_head_dim(),
@@ -158,10 +137,10 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
     const bool bytes = cfg.dataset.tokens_are_bytes();
     // The run's tokenizer, saved with the checkpoint (dataset.tokenizer), goes along and gives
     // the special-token ids; byte-level sources have none.
-    const std::string tokenizer_path = run_folder::join(ckpt, run_folder::kTokenizerFile);
+    const std::string tokenizer_path = tokenizer::find_tokenizer_file(ckpt);
     std::unique_ptr<tokenizer::Tokenizer> tok;
     std::error_code ec;
-    if (fs::is_regular_file(tokenizer_path, ec)) tok = tokenizer::load_tokenizer(tokenizer_path);
+    if (!tokenizer_path.empty()) tok = tokenizer::load_tokenizer(tokenizer_path);
     ExportTokens tokens;
     if (tok) {
         tokens.bos = tok->bos_id();
@@ -171,7 +150,7 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
         std::max(cfg.dataset.sequence_length, cfg.train_module.max_sequence_length);
     auto config_json = olmo2_config_json(m, options.dtype, max_positions, tokens);
     // Lathe's own note of how text becomes ids; transformers keeps unknown keys as attributes.
-    config_json["lathe"] = {{"tokenizer", tok     ? run_folder::kTokenizerFile
+    config_json["lathe"] = {{"tokenizer", tok     ? tok->file_name()
                                           : bytes ? "bytes"
                                                   : "unknown"},
                             {"source_checkpoint", fs::absolute(ckpt).lexically_normal().string()}};
@@ -269,15 +248,23 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
     result.files.push_back("config.json");
     result.files.push_back("generation_config.json");
     if (tok) {
-        // tokenizer.json as it is, and the config transformers' AutoTokenizer reads it with.
-        run_folder::write_file_atomic(run_folder::join(staging.tmp, run_folder::kTokenizerFile),
+        // The tokenizer file as it is, and the config transformers' AutoTokenizer reads it with:
+        // tokenizer.json directly, a SentencePiece tokenizer.model through LlamaTokenizer.
+        const std::string name = tok->file_name();
+        run_folder::write_file_atomic(run_folder::join(staging.tmp, name),
                                       run_folder::read_text_file(tokenizer_path));
-        const nlohmann::json tokenizer_config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
-                                                 {"model_max_length", max_positions},
-                                                 {"clean_up_tokenization_spaces", false}};
+        nlohmann::json tokenizer_config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                           {"model_max_length", max_positions},
+                                           {"clean_up_tokenization_spaces", false}};
+        if (name == run_folder::kSentencePieceFile) {
+            tokenizer_config["tokenizer_class"] = "LlamaTokenizer";
+            tokenizer_config["add_bos_token"] = false;
+            tokenizer_config["add_eos_token"] = false;
+            tokenizer_config["legacy"] = false;
+        }
         run_folder::write_file_atomic(run_folder::join(staging.tmp, "tokenizer_config.json"),
                                       tokenizer_config.dump(2) + "\n");
-        result.files.push_back(run_folder::kTokenizerFile);
+        result.files.push_back(name);
         result.files.push_back("tokenizer_config.json");
     }
     staging.commit();
@@ -408,15 +395,14 @@ void import_hf(const std::string& hf_dir, const std::string& out_ckpt) {
     run_folder::write_file_atomic(run_folder::join(staging.tmp, run_folder::kConfigFile),
                                   config::to_json(cfg).dump(2) + "\n");
     // The folder's tokenizer comes along when Lathe can read it (generate uses it).
-    const std::string hf_tokenizer = run_folder::join(hf_dir, run_folder::kTokenizerFile);
-    std::error_code ec;
-    if (fs::is_regular_file(hf_tokenizer, ec)) {
+    const std::string hf_tokenizer = tokenizer::find_tokenizer_file(hf_dir);
+    if (!hf_tokenizer.empty()) {
         try {
-            tokenizer::load_tokenizer(hf_tokenizer);
-            run_folder::write_file_atomic(run_folder::join(staging.tmp, run_folder::kTokenizerFile),
+            const auto kind = tokenizer::load_tokenizer(hf_tokenizer)->file_name();
+            run_folder::write_file_atomic(run_folder::join(staging.tmp, kind),
                                           run_folder::read_text_file(hf_tokenizer));
         } catch (const Error&) {
-            // Not a tokenizer Lathe reads (SentencePiece-based, say): the weights still import.
+            // Not a tokenizer Lathe reads (a kind it does not implement): the weights still import.
         }
     }
     nlohmann::json meta = {

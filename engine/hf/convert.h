@@ -5,6 +5,8 @@
 
 #include "engine/config/config.h"
 
+#include "engine/util/size.h"
+
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -25,8 +27,7 @@ struct ExportResult {
     int64_t tensors = 0;
 };
 
-/// Parses a size such as "5GB", "500MB", "64KiB" or "123456" (bytes; GB = 10^9, GiB = 2^30).
-uint64_t parse_size(const std::string& text);
+using lathe::parse_size;  // engine/util/size.h
 
 /// Writes the complete Lathe checkpoint `ckpt` as a Hugging Face Olmo2ForCausalLM folder
 /// `out_dir`: config.json, generation_config.json, model.safetensors (or shards plus

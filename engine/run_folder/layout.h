@@ -18,8 +18,10 @@
 namespace lathe::run_folder {
 
 inline constexpr const char* kConfigFile = "config.json";
-/// In a checkpoint (and an exported or imported model folder): the run's tokenizer file.
+/// In a checkpoint (and an exported or imported model folder): the run's tokenizer file, by kind:
+/// a Hugging Face tokenizer.json, or a SentencePiece model (tokenizer/tokenizer.h chooses).
 inline constexpr const char* kTokenizerFile = "tokenizer.json";
+inline constexpr const char* kSentencePieceFile = "tokenizer.model";
 inline constexpr const char* kStatusFile = "status.json";
 inline constexpr const char* kHistoryFile = "history.jsonl";
 inline constexpr const char* kParentFile = "parent.json";

@@ -7,6 +7,7 @@
 //   4. the post-processor adds BOS/EOS (TemplateProcessing), on request.
 // Decoding maps the characters back to bytes (ByteLevel decoder) and reads them as lossy UTF-8.
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include "engine/tokenizer/kinds.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/util/error.h"
@@ -336,6 +337,8 @@ public:
 
     int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
     std::optional<int64_t> eos_id() const override { return eos_; }
+    std::string kind() const override { return "byte-level BPE (tokenizer.json)"; }
+    std::string file_name() const override { return "tokenizer.json"; }
     std::optional<int64_t> bos_id() const override { return bos_; }
 
     void set_id(std::string id) { id_ = std::move(id); }
@@ -515,28 +518,11 @@ private:
     mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
 };
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error(path + ": cannot open: " + std::strerror(errno));
-    std::ostringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-std::string fnv1a64(const std::string& data) {
-    return "fnv1a64:" + fnv1a_hex(data);
-}
-
 }  // namespace
 
-std::string tokenizer_file_id(const std::string& path) {
-    return fnv1a64(read_file(path));
-}
-
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
-    const std::string text = read_file(path);
+std::unique_ptr<Tokenizer> make_hf_bpe(const std::string& path, const std::string& text) {
     auto t = std::make_unique<HfBpeTokenizer>(path, text);
-    t->set_id(fnv1a64(text));
+    t->set_id(file_id_of(text));
     return t;
 }
 

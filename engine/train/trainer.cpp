@@ -1,4 +1,5 @@
 #include "engine/train/trainer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/config/io.h"
@@ -635,7 +636,7 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
     if (cfg_.dataset.tokenizer) {
         if (tokenizer_file_.empty())
             tokenizer_file_ = run_folder::read_text_file(*cfg_.dataset.tokenizer);
-        extra_files.emplace_back(run_folder::kTokenizerFile, tokenizer_file_);
+        extra_files.emplace_back(tokenizer::canonical_file_name(tokenizer_file_), tokenizer_file_);
     }
     checkpointer_->save(dir, *this, ephemeral, async, extra_files,
                         [this, dir, async](double seconds) {

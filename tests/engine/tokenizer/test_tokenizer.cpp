@@ -6,8 +6,10 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 
+#include "tests/engine/tokenizer/tiny_tokenizer.h"
 #include "tests/error_of.h"
 
+#include <QDir>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -18,46 +20,7 @@ using namespace lathe::tokenizer;
 
 using lathe::testing::error_of;
 
-namespace {
-
-// Byte-level vocabulary: the 256 byte characters (GPT-2's table), then merges. 'Ġ' is the space.
-std::string tiny_tokenizer_json() {
-    std::string vocab;
-    int id = 0;
-    auto add = [&](const std::string& t) {
-        vocab += (vocab.empty() ? "" : ",") + std::string("\"") + t + "\":" + std::to_string(id++);
-    };
-    // Ids 0..255: each byte's character in GPT-2's table (printable bytes are themselves).
-    std::vector<std::string> chars(256);
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-        const uint32_t cp = printable ? static_cast<uint32_t>(b) : 256u + n++;
-        append_utf8(chars[b], cp);
-    }
-    for (int b = 0; b < 256; ++b) {
-        std::string c = chars[b];
-        if (c == "\"") c = "\\\"";
-        if (c == "\\") c = "\\\\";
-        add(c);
-    }
-    add("ab");   // 256
-    add("abc");  // 257
-    add("\xC4\xA0"
-        "a");   // 258: "Ġa"
-    add("bc");  // 259
-    return R"({"added_tokens":[{"id":260,"content":"<eos>","special":true,"lstrip":true},
-               {"id":261,"content":"<s>","special":true}],
-        "normalizer":null,
-        "pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},
-        "post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>"}},
-               {"Sequence":{"id":"A"}}],"special_tokens":{"<s>":{"id":"<s>","ids":[261]}}},
-        "decoder":{"type":"ByteLevel"},
-        "model":{"type":"BPE","vocab":{)" +
-           vocab + R"(},"merges":["b c","a b","ab c","Ġ a"]}})";
-}
-
-}  // namespace
+using lathe::testing::tiny_tokenizer_json;
 
 class TestTokenizer : public QObject {
     Q_OBJECT
@@ -109,6 +72,63 @@ private Q_SLOTS:
                 std::string::npos);
         QVERIFY(error_of([&] { t->encode("a\xFF"); }).find("not valid UTF-8 at byte 1") !=
                 std::string::npos);
+    }
+
+    // A SentencePiece model Lathe trains (libsentencepiece) on generated text: lossless round
+    // trips (byte fallback for characters it never saw), BOS/EOS, the kind and file name, and a
+    // model folder's tokenizer found by name. (Parity with Python sentencepiece: check_data.py.)
+    void sentencePiece() {
+        std::vector<std::string> lines;
+        const char* words[] = {"lathe", "turns", "wood", "round", "café",
+                               "naïve", "the",   "a",    "42"};
+        uint32_t x = 7;
+        for (int i = 0; i < 3000; ++i) {
+            std::string line;
+            for (int w = 0; w < 8; ++w) {
+                x = x * 1664525u + 1013904223u;
+                line += std::string(words[(x >> 16) % 9]) + (w < 7 ? " " : "");
+            }
+            lines.push_back(line);
+        }
+        std::size_t next = 0;
+        SentencePieceTrainOptions o;
+        o.vocab_size = 300;
+        o.threads = 1;
+        const std::string model = train_sentencepiece(
+            [&](std::string& s) {
+                if (next >= lines.size()) return false;
+                s = lines[next++];
+                return true;
+            },
+            o);
+        QCOMPARE(canonical_file_name(model), std::string("tokenizer.model"));
+        QCOMPARE(canonical_file_name("  {\"model\": {}}"), std::string("tokenizer.json"));
+        QDir().mkpath(dir_.path() + "/sp");
+        const std::string path = write("sp/tokenizer.model", model);
+        QCOMPARE(find_tokenizer_file((dir_.path() + "/sp").toStdString()), path);
+        QCOMPARE(find_tokenizer_file(dir_.path().toStdString() + "/nothing"), std::string());
+        const auto t = load_tokenizer(path);
+        QCOMPARE(t->vocab_size(), int64_t{300});
+        QCOMPARE(t->bos_id().value_or(-1), int64_t{1});
+        QCOMPARE(t->eos_id().value_or(-1), int64_t{2});
+        QCOMPARE(t->file_name(), std::string("tokenizer.model"));
+        QCOMPARE(t->id(), tokenizer_file_id(path));
+        for (const std::string text :
+             {std::string("the lathe turns wood"), std::string("  two  spaces\tand a tab"),
+              std::string("unseen: ЖЗИ 😀 ẞ"), lines[5]}) {
+            const auto ids = t->encode(text);
+            QCOMPARE(t->decode(ids), text);
+            const auto with_bos = t->encode(text, true);
+            QCOMPARE(with_bos.front(), int64_t{1});
+            QCOMPARE(std::vector<int64_t>(with_bos.begin() + 1, with_bos.end()), ids);
+        }
+        QVERIFY(t->encode("the lathe").size() < std::string("the lathe").size());  // it merged
+        QVERIFY(error_of([&] { t->decode({300}); }).find("outside the vocabulary") !=
+                std::string::npos);
+        o.model_type = "wordpiece";
+        QVERIFY(error_of([&] {
+                    train_sentencepiece([](std::string&) { return false; }, o);
+                }).find("use bpe or unigram") != std::string::npos);
     }
 
     void filesLatheCannotRead_data() {

@@ -1,0 +1,219 @@
+// lathe-engine prepare-data: text to OLMo-core token files (engine/prepare); and lathe-engine
+// dataset: what a config's dataset is, instance by instance (what the model will see).
+#include "engine/cli/cli.h"
+#include "engine/data/dataset.h"
+#include "engine/prepare/manifest.h"
+#include "engine/prepare/prepare.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/util/error.h"
+#include "engine/util/size.h"
+#include "engine/util/stop_signals.h"
+
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+namespace lathe::cli {
+
+namespace {
+
+const char* kPrepareUsage =
+    "usage: lathe-engine prepare-data PATHS... --tokenizer FILE --out DIR\n"
+    "           [--shard-size 1GB] [--dtype uint16|uint32] [--field text] [--add-bos]\n"
+    "           [--eos-id N] [--threads N] [--progress text|json|none]\n"
+    "Tokenizes UTF-8 text files (one document each), JSONL files (one document per line, from\n"
+    "the --field string) and folders of them, .gz and .zst too, on every core. Writes OLMo-core\n"
+    "token files DIR/part-NNNNN.npy (documents separated by EOS) and DIR/manifest.json. An\n"
+    "interrupted run (Ctrl-C) keeps its finished shards: run the same command again to go on.\n";
+
+std::atomic<bool> g_cancel{false};
+void on_stop_signal(int) {
+    g_cancel.store(true);
+}
+
+std::string megabytes(double bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+    return buf;
+}
+
+}  // namespace
+
+int cmd_prepare_data(const Args& args) {
+    prepare::PrepareOptions o;
+    std::string progress_mode = isatty(2) ? "text" : "text-lines";
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= args.size()) throw Error(a + " needs a value");
+            return args[++i];
+        };
+        if (a == "--tokenizer")
+            o.tokenizer = value();
+        else if (a == "--out")
+            o.out = value();
+        else if (a == "--shard-size")
+            o.shard_bytes = parse_size(value());
+        else if (a == "--dtype")
+            o.dtype = value();
+        else if (a == "--field")
+            o.field = value();
+        else if (a == "--add-bos")
+            o.add_bos = true;
+        else if (a == "--eos-id")
+            o.eos_id = std::stoll(value());
+        else if (a == "--threads")
+            o.threads = std::stoi(value());
+        else if (a == "--progress")
+            progress_mode = value();
+        else if (a == "--help" || a == "-h") {
+            std::cout << kPrepareUsage;
+            return kExitOk;
+        } else if (a.rfind("--", 0) == 0) {
+            std::cerr << "lathe-engine prepare-data: unexpected option " << a << "\n"
+                      << kPrepareUsage;
+            return kExitUsage;
+        } else {
+            o.paths.push_back(a);
+        }
+    }
+    if (o.paths.empty() || o.tokenizer.empty() || o.out.empty()) {
+        std::cerr << kPrepareUsage;
+        return kExitUsage;
+    }
+    if (progress_mode != "text" && progress_mode != "text-lines" && progress_mode != "json" &&
+        progress_mode != "none")
+        throw Error("--progress " + progress_mode + ": use text, json or none");
+    const bool json = progress_mode == "json";
+    double last_line = -10;
+    o.on_progress = [&](const prepare::Progress& p) {
+        const double rate = p.seconds > 0 ? static_cast<double>(p.bytes_done) / p.seconds : 0;
+        const double eta = rate > 0 ? static_cast<double>(p.bytes_total - p.bytes_done) / rate : -1;
+        if (json) {
+            nlohmann::json j = {{"event", "progress"},          {"bytes_done", p.bytes_done},
+                                {"bytes_total", p.bytes_total}, {"text_bytes", p.text_bytes},
+                                {"tokens", p.tokens},           {"documents", p.documents},
+                                {"shards", p.shards},           {"seconds", p.seconds},
+                                {"mb_per_s", rate / 1e6},       {"eta_s", eta}};
+            std::cout << j.dump() << std::endl;
+            return;
+        }
+        if (progress_mode == "none") return;
+        if (progress_mode == "text-lines" && p.seconds - last_line < 5) return;
+        last_line = p.seconds;
+        const double pct = p.bytes_total ? 100.0 * p.bytes_done / p.bytes_total : 100.0;
+        std::fprintf(
+            stderr,
+            "%sprepare-data: %5.1f%%  %s of %s  %.1f MB/s  ETA %s  %lld tokens  %lld shards%s",
+            progress_mode == "text" ? "\r" : "", pct,
+            megabytes(static_cast<double>(p.bytes_done)).c_str(),
+            megabytes(static_cast<double>(p.bytes_total)).c_str(), rate / 1e6,
+            eta < 0 ? "?" : (std::to_string(static_cast<long long>(eta + 0.5)) + " s").c_str(),
+            static_cast<long long>(p.tokens), static_cast<long long>(p.shards),
+            progress_mode == "text" ? "   " : "\n");
+    };
+    o.on_problem = [&](const prepare::Utf8Problem& p) {
+        if (json) {
+            std::cout << nlohmann::json(
+                             {{"event", "invalid_utf8"}, {"file", p.file}, {"offset", p.offset}})
+                             .dump()
+                      << std::endl;
+        } else {
+            std::cerr << "\nwarning: " << p.file << ": invalid UTF-8 at byte " << p.offset
+                      << " (replaced with U+FFFD)\n";
+        }
+    };
+    g_cancel = false;
+    o.cancel = &g_cancel;
+    StopSignalHandler signals(on_stop_signal);
+    nlohmann::json manifest;
+    try {
+        manifest = prepare::prepare_data(o);
+    } catch (const prepare::Cancelled& c) {
+        if (progress_mode == "text") std::cerr << "\n";
+        if (json)
+            std::cout
+                << nlohmann::json({{"event", "interrupted"}, {"kept_shards", c.kept_shards}}).dump()
+                << std::endl;
+        std::cerr << "lathe-engine prepare-data: interrupted; " << c.kept_shards
+                  << " finished shard(s) kept in " << o.out
+                  << ". Run the same command again to go on.\n";
+        return kExitInterrupted;
+    }
+    if (progress_mode == "text") std::cerr << "\n";
+    const std::string folder = std::filesystem::absolute(o.out).lexically_normal().string();
+    const std::string tokenizer_copy =
+        (std::filesystem::path(folder) / manifest["tokenizer"]["file"].get<std::string>()).string();
+    const int64_t padded = manifest["tokenizer"]["padded_vocab_size"].get<int64_t>();
+    if (json) {
+        std::cout << nlohmann::json({{"event", "done"},
+                                     {"folder", folder},
+                                     {"tokenizer", tokenizer_copy},
+                                     {"dtype", manifest["dtype"]},
+                                     {"tokens", manifest["tokens"]},
+                                     {"documents", manifest["documents"]},
+                                     {"shards", manifest["shards"].size()},
+                                     {"padded_vocab_size", padded}})
+                         .dump()
+                  << std::endl;
+        return kExitOk;
+    }
+    std::cout << folder << ": " << manifest["tokens"].get<int64_t>() << " tokens ("
+              << manifest["dtype"].get<std::string>() << "), "
+              << manifest["documents"].get<int64_t>() << " documents, " << manifest["shards"].size()
+              << " shard(s)\n";
+    if (manifest["invalid_utf8"]["count"].get<int64_t>() > 0)
+        std::cout << "invalid UTF-8 replaced at " << manifest["invalid_utf8"]["count"]
+                  << " place(s); manifest.json lists the first\n";
+    std::cout << "train on it:\n  lathe-engine train tiny dataset.source=numpy 'dataset.paths=[\""
+              << folder << "\"]' dataset.tokenizer=" << tokenizer_copy
+              << " model.vocab_size=" << padded << "\n";
+    return kExitOk;
+}
+
+int cmd_dataset(const Args& args) {
+    auto p = parse_args(args, {"--instances"}, {"--decode"});
+    config::ExperimentConfig cfg;
+    if (!load_config(p, "dataset", cfg)) return kExitUsage;
+    const auto ds = data::TokenDataset::build(cfg.dataset, cfg.model.vocab_size);
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    if (p.has("--decode") && cfg.dataset.tokenizer)
+        tok = tokenizer::load_tokenizer(*cfg.dataset.tokenizer);
+    nlohmann::json summary = {{"description", ds->description()},
+                              {"fingerprint", ds->fingerprint()},
+                              {"sequence_length", ds->sequence_length()},
+                              {"instances", ds->num_instances()},
+                              {"tokens", ds->total_tokens()}};
+    std::cout << summary.dump() << "\n";
+    const std::string range = p.option("--instances");
+    if (range.empty()) return kExitOk;
+    const auto colon = range.find(':');
+    int64_t begin = 0, end = 0;
+    try {
+        begin = std::stoll(range.substr(0, colon));
+        end = colon == std::string::npos ? begin + 1 : std::stoll(range.substr(colon + 1));
+    } catch (const std::exception&) {
+        throw Error("--instances " + range + ": use A:B (instances A to B-1) or A");
+    }
+    end = std::min(end, ds->num_instances());
+    if (begin < 0 || begin >= end)
+        throw Error("--instances " + range + ": the dataset has " +
+                    std::to_string(ds->num_instances()) + " instances");
+    std::vector<int64_t> ids(static_cast<std::size_t>(ds->sequence_length()));
+    for (int64_t i = begin; i < end; ++i) {
+        ds->instance(i, ids.data());
+        nlohmann::json j = {{"index", i}, {"ids", ids}};
+        if (tok)
+            j["text"] = tok->decode(ids);
+        else if (p.has("--decode") && cfg.dataset.tokens_are_bytes())
+            j["text"] = std::string(ids.begin(), ids.end());
+        std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+    return kExitOk;
+}
+
+}  // namespace lathe::cli

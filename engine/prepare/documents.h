@@ -1,0 +1,103 @@
+// Reading documents for prepare-data and tokenizer training: UTF-8 text files and folders (a file
+// is one document) and JSONL files (one document per line, from a string field), each optionally
+// gzip- (.gz) or zstd- (.zst) compressed. Invalid UTF-8 is replaced by U+FFFD and reported with
+// the file and the byte offset (in the decompressed stream), never dropped.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lathe::prepare {
+
+enum class SourceFormat { text, jsonl };
+enum class Compression { none, gzip, zstd };
+
+struct SourceFile {
+    std::string path;
+    uint64_t bytes = 0;  ///< on disk
+    int64_t mtime_ns = 0;
+    SourceFormat format = SourceFormat::text;
+    Compression compression = Compression::none;
+};
+
+/// Expands files and folders (recursively, sorted by path, hidden names skipped) into source
+/// files. *.jsonl and *.json (with .gz or .zst after) are JSONL, everything else text. Throws
+/// lathe::Error naming the path for a missing path, an empty folder or an unreadable file.
+std::vector<SourceFile> list_sources(const std::vector<std::string>& paths);
+
+/// A stream of decompressed bytes from one file.
+class ByteSource {
+public:
+    virtual ~ByteSource() = default;
+    /// Reads up to `n` bytes; 0 at the end. Throws lathe::Error naming the file for a read error
+    /// or corrupt compressed data.
+    virtual std::size_t read(char* out, std::size_t n) = 0;
+    /// Bytes of the file consumed so far (compressed bytes for a compressed file).
+    virtual uint64_t consumed() const = 0;
+};
+std::unique_ptr<ByteSource> open_source(const SourceFile& file);
+
+struct Utf8Problem {
+    std::string file;
+    uint64_t offset = 0;  ///< byte offset in the (decompressed) file
+};
+
+struct Document {
+    std::string text;
+    std::size_t source = 0;  ///< index into the source list
+    uint64_t index = 0;      ///< the document's number within its source file
+};
+
+/// Reads the documents of `sources` in order. Empty documents are skipped (they would be a lone
+/// EOS), and counted as read so positions stay stable.
+class DocumentReader {
+public:
+    explicit DocumentReader(std::vector<SourceFile> sources, std::string field = "text");
+    ~DocumentReader();
+    /// The next document; false after the last. Throws lathe::Error "file:line: reason" for a
+    /// JSONL line that is not a JSON object with a string `field`.
+    bool next(Document& doc);
+    /// Bytes of the source files consumed so far (compressed where compressed).
+    uint64_t bytes_consumed() const;
+    uint64_t bytes_total() const { return bytes_total_; }
+    /// Bytes of text read so far (decompressed).
+    uint64_t text_bytes() const { return text_bytes_; }
+    const std::vector<SourceFile>& sources() const { return sources_; }
+    /// Documents read per source so far.
+    const std::vector<uint64_t>& documents_per_source() const { return docs_per_source_; }
+    /// The first `kMaxProblems` invalid UTF-8 places, and how many there were in all.
+    const std::vector<Utf8Problem>& utf8_problems() const { return problems_; }
+    uint64_t utf8_problem_count() const { return problem_count_; }
+    static constexpr std::size_t kMaxProblems = 100;
+    /// Called for each invalid UTF-8 place as it is found (for warnings).
+    std::function<void(const Utf8Problem&)> on_problem;
+
+private:
+    bool open_next_source();
+    bool read_line(std::string& line);
+    std::string repair(std::string_view text, uint64_t base_offset);
+
+    std::vector<SourceFile> sources_;
+    std::string field_;
+    std::size_t current_ = 0;
+    bool opened_ = false;
+    std::unique_ptr<ByteSource> stream_;
+    std::string buffer_;
+    std::size_t buffer_pos_ = 0;
+    uint64_t stream_offset_ = 0;  ///< decompressed offset of buffer_[buffer_pos_]
+    uint64_t line_number_ = 0;
+    uint64_t done_bytes_ = 0;  ///< on-disk bytes of finished sources
+    uint64_t bytes_total_ = 0;
+    uint64_t text_bytes_ = 0;
+    std::vector<uint64_t> docs_per_source_;
+    std::vector<Utf8Problem> problems_;
+    uint64_t problem_count_ = 0;
+};
+
+/// Splits a document into the non-empty lines SentencePiece trains on.
+void split_lines(const std::string& text, std::vector<std::string>& out);
+
+}  // namespace lathe::prepare

@@ -1,0 +1,260 @@
+// lathe_prepare (torch-free): reading documents from text, JSONL, .gz and .zst files (order,
+// hidden files, empty documents, invalid UTF-8 with offsets, bad lines and truncated streams),
+// prepare-data's shards and manifest with a hand-checkable tokenizer, its refusals, and
+// read_manifest's checks. (Parity with Python tokenizers, interrupt and resume, and OLMo-core
+// reading the files: tests/peer/check_data.py.)
+#include "engine/prepare/documents.h"
+#include "engine/prepare/manifest.h"
+#include "engine/prepare/prepare.h"
+#include "engine/tokenizer/tokenizer.h"
+
+#include "tests/engine/tokenizer/tiny_tokenizer.h"
+#include "tests/error_of.h"
+
+#include <QDir>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <zlib.h>
+#include <zstd.h>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace lathe::prepare;
+using lathe::testing::error_of;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<uint16_t> read_u16(const std::string& path) {
+    const std::string b = slurp(path);
+    std::vector<uint16_t> v(b.size() / 2);
+    std::memcpy(v.data(), b.data(), v.size() * 2);
+    return v;
+}
+
+}  // namespace
+
+class TestPrepare : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+    std::string path(const std::string& name) const {
+        return (dir_.path() + "/" + QString::fromStdString(name)).toStdString();
+    }
+    std::string write(const std::string& name, const std::string& bytes) {
+        const std::string p = path(name);
+        std::filesystem::create_directories(std::filesystem::path(p).parent_path());
+        std::ofstream(p, std::ios::binary) << bytes;
+        return p;
+    }
+    std::string write_gz(const std::string& name, const std::string& bytes) {
+        const std::string p = path(name);
+        gzFile f = gzopen(p.c_str(), "wb");
+        gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+        gzclose(f);
+        return p;
+    }
+    std::string write_zst(const std::string& name, const std::string& bytes) {
+        std::string out(ZSTD_compressBound(bytes.size()), '\0');
+        out.resize(ZSTD_compress(out.data(), out.size(), bytes.data(), bytes.size(), 3));
+        return write(name, out);
+    }
+    std::vector<std::string> read_all(const std::vector<std::string>& paths,
+                                      DocumentReader** keep = nullptr) {
+        static std::unique_ptr<DocumentReader> reader;
+        reader = std::make_unique<DocumentReader>(list_sources(paths));
+        std::vector<std::string> docs;
+        Document d;
+        while (reader->next(d)) docs.push_back(d.text);
+        if (keep) *keep = reader.get();
+        return docs;
+    }
+
+private Q_SLOTS:
+    void readsEveryKindInOrder() {
+        write("in/a/one.txt", "first document\nwith two lines");
+        write("in/a/.hidden.txt", "never read");
+        write("in/a/empty.txt", "");
+        write("in/b.jsonl",
+              "{\"text\": \"second\"}\n\n{\"text\": \"\"}\r\n{\"text\": \"third\", \"x\": 1}");
+        write_gz("in/c.jsonl.gz", "{\"text\": \"fourth\"}\n{\"text\": \"fifth\"}\n");
+        write_zst("in/d.json.zst", "{\"text\": \"sixth \\u00e9\"}\n");
+        DocumentReader* r = nullptr;
+        const auto docs = read_all({path("in")}, &r);
+        QCOMPARE(docs, (std::vector<std::string>{"first document\nwith two lines", "second",
+                                                 "third", "fourth", "fifth", "sixth \xC3\xA9"}));
+        QCOMPARE(r->sources().size(), std::size_t{5});  // the hidden file is skipped
+        QCOMPARE(r->documents_per_source(), (std::vector<uint64_t>{1, 1, 3, 2, 1}));
+        QCOMPARE(r->bytes_consumed(), r->bytes_total());
+        QCOMPARE(r->utf8_problem_count(), uint64_t{0});
+        QCOMPARE(r->sources()[3].compression, Compression::gzip);
+        QCOMPARE(r->sources()[4].format, SourceFormat::jsonl);
+    }
+
+    void invalidUtf8IsReplacedAndReported() {
+        write("bad/t.txt", std::string("ok \xFF\xFE then \xC3", 12));
+        write("bad/u.jsonl", std::string("{\"text\": \"a\"}\n{\"text\": \"b\x80\"}\n"));
+        DocumentReader* r = nullptr;
+        const auto docs = read_all({path("bad")}, &r);
+        QCOMPARE(docs[0], std::string("ok \xEF\xBF\xBD\xEF\xBF\xBD then \xEF\xBF\xBD"));
+        QCOMPARE(docs[2], std::string("b\xEF\xBF\xBD"));
+        QCOMPARE(r->utf8_problem_count(), uint64_t{4});
+        QCOMPARE(r->utf8_problems()[0].offset, uint64_t{3});
+        QCOMPARE(r->utf8_problems()[1].offset, uint64_t{4});
+        QCOMPARE(r->utf8_problems()[2].offset, uint64_t{11});
+        // In the JSONL file: line 2 starts at byte 14; the bad byte is 11 bytes into it.
+        QCOMPARE(r->utf8_problems()[3].offset, uint64_t{25});
+        QVERIFY(r->utf8_problems()[3].file.find("u.jsonl") != std::string::npos);
+    }
+
+    void badInputsAreNamed() {
+        QVERIFY(error_of([&] { list_sources({path("nope")}); }).find("no such file or folder") !=
+                std::string::npos);
+        QDir().mkpath(dir_.path() + "/emptydir");
+        QVERIFY(error_of([&] { list_sources({path("emptydir")}); }).find("folder holds no files") !=
+                std::string::npos);
+        write("j/x.jsonl", "{\"text\": \"a\"}\n{\"body\": \"b\"}\n");
+        QCOMPARE(error_of([&] { read_all({path("j/x.jsonl")}); }),
+                 path("j/x.jsonl") + ":2: no \"text\" string field");
+        write("j2/x.jsonl", "[1, 2]\n");
+        QVERIFY(error_of([&] { read_all({path("j2/x.jsonl")}); }).find(":1: not a JSON object") !=
+                std::string::npos);
+        std::string gz = slurp(write_gz("t.jsonl.gz", std::string(5000, 'x')));
+        write("trunc.jsonl.gz", gz.substr(0, gz.size() / 2));
+        QVERIFY(error_of([&] { read_all({path("trunc.jsonl.gz")}); }).find("trunc.jsonl.gz") !=
+                std::string::npos);
+        write("junk.txt.zst", "this is not zstd data at all");
+        QVERIFY(error_of([&] { read_all({path("junk.txt.zst")}); }).find("corrupt zstd") !=
+                std::string::npos);
+    }
+
+    void preparesShardsAndManifest() {
+        const std::string tok = write("tiny.json", lathe::testing::tiny_tokenizer_json());
+        // By the tiny tokenizer's merges (b c first): "abc" -> [97 259], "ab" -> [256],
+        // " ab" -> [32 256]; EOS = 260.
+        write("p/1.txt", "abc");
+        write("p/2.txt", "ab ab");
+        write("p/3.jsonl", "{\"text\": \"abcabc\"}\n{\"text\": \"bc\"}\n");
+        PrepareOptions o;
+        o.paths = {path("p")};
+        o.tokenizer = tok;
+        o.out = path("p-out");
+        o.shard_bytes = 8;  // 4 uint16 tokens
+        o.threads = 2;
+        const auto m = prepare_data(o);
+        // Documents: [97 259 260] [256 32 256 260] [97 259 97 259 260] [259 260]; a document
+        // never crosses a shard, and a shard closes before it would pass 8 bytes (one longer
+        // document has a shard of its own).
+        QCOMPARE(m["shards"].size(), std::size_t{4});
+        QCOMPARE(read_u16(path("p-out/part-00000.npy")), (std::vector<uint16_t>{97, 259, 260}));
+        QCOMPARE(read_u16(path("p-out/part-00001.npy")),
+                 (std::vector<uint16_t>{256, 32, 256, 260}));
+        QCOMPARE(read_u16(path("p-out/part-00002.npy")),
+                 (std::vector<uint16_t>{97, 259, 97, 259, 260}));
+        QCOMPARE(read_u16(path("p-out/part-00003.npy")), (std::vector<uint16_t>{259, 260}));
+        QCOMPARE(m["tokens"].get<int64_t>(), int64_t{14});
+        QCOMPARE(m["documents"].get<int64_t>(), int64_t{4});
+        QCOMPARE(m["dtype"].get<std::string>(), std::string("uint16"));
+        QCOMPARE(m["tokenizer"]["padded_vocab_size"].get<int64_t>(), int64_t{384});
+        QCOMPARE(slurp(path("p-out/tokenizer.json")), slurp(tok));
+        QVERIFY(!std::filesystem::exists(path("p-out/.prepare-state.json")));
+
+        const Manifest read = read_manifest(path("p-out"));
+        QCOMPARE(read.tokens(), int64_t{14});
+        QCOMPARE(read.tokenizer_id, lathe::tokenizer::tokenizer_file_id(tok));
+        QVERIFY(has_manifest(path("p-out")));
+        QVERIFY(has_manifest(path("p-out/manifest.json")));
+
+        // Run again: the same settings are done already; other settings are refused.
+        QCOMPARE(prepare_data(o), m);
+        o.shard_bytes = 16;
+        QVERIFY(error_of([&] { prepare_data(o); }).find("other settings (shard_bytes)") !=
+                std::string::npos);
+
+        // uint32 on request.
+        o.out = path("p-out32");
+        o.dtype = "uint32";
+        const auto m32 = prepare_data(o);
+        QCOMPARE(slurp(path("p-out32/part-00000.npy")).size(), std::size_t{12});
+        QCOMPARE(read_manifest(path("p-out32")).element_size(), 4);
+        QCOMPARE(m32["tokens"], m["tokens"]);
+    }
+
+    // `prepare-data . --out ./tokens`: the output folder's own files are never input, so a
+    // second run finds the same settings.
+    void outputInsideInput() {
+        const std::string tok = write("tiny4.json", lathe::testing::tiny_tokenizer_json());
+        write("self/1.txt", "abcabc");
+        PrepareOptions o;
+        o.paths = {path("self")};
+        o.tokenizer = tok;
+        o.out = path("self/tokens");
+        const auto m = prepare_data(o);
+        QCOMPARE(m["sources"].size(), std::size_t{1});
+        QCOMPARE(prepare_data(o), m);
+    }
+
+    void refusals() {
+        const std::string tok = write("tiny2.json", lathe::testing::tiny_tokenizer_json());
+        write("r/1.txt", "abc");
+        PrepareOptions o;
+        o.paths = {path("r")};
+        o.tokenizer = tok;
+        o.out = path("r-out");
+        o.dtype = "uint8";
+        QVERIFY(error_of([&] { prepare_data(o); }).find("use uint16 or uint32") !=
+                std::string::npos);
+        o.dtype.reset();
+        o.eos_id = 9999;
+        QVERIFY(error_of([&] { prepare_data(o); }).find("outside the vocabulary") !=
+                std::string::npos);
+        o.eos_id.reset();
+        write("r-busy/keep.txt", "mine");
+        o.out = path("r-busy");
+        QVERIFY(error_of([&] { prepare_data(o); }).find("not empty") != std::string::npos);
+        QCOMPARE(slurp(path("r-busy/keep.txt")), std::string("mine"));
+        write("r-empty/e.txt", "");
+        o.paths = {path("r-empty")};
+        o.out = path("r-out2");
+        QVERIFY(error_of([&] { prepare_data(o); }).find("no text") != std::string::npos);
+        o.paths = {path("r")};
+        o.tokenizer = write("nottok.bin", std::string("\x01\x02garbage", 9));
+        QVERIFY(error_of([&] { prepare_data(o); })
+                    .find("neither a Hugging Face tokenizer.json nor "
+                          "a SentencePiece model") != std::string::npos);
+    }
+
+    void manifestChecks() {
+        const std::string tok = write("tiny3.json", lathe::testing::tiny_tokenizer_json());
+        write("m/1.txt", "abcabc");
+        PrepareOptions o;
+        o.paths = {path("m")};
+        o.tokenizer = tok;
+        o.out = path("m-out");
+        prepare_data(o);
+        // A shard that lost bytes is named with what the manifest expected.
+        const std::string shard = path("m-out/part-00000.npy");
+        const std::string bytes = slurp(shard);
+        write("m-out/part-00000.npy", bytes.substr(0, bytes.size() - 2));
+        QVERIFY(error_of([&] { read_manifest(path("m-out")); }).find("part-00000.npy: 8 bytes") !=
+                std::string::npos);
+        write("m-out/part-00000.npy", bytes);
+        std::filesystem::remove(shard);
+        QVERIFY(error_of([&] { read_manifest(path("m-out")); }).find("is missing") !=
+                std::string::npos);
+        write("m-bad/manifest.json", "{\"format\": \"something else\"}");
+        QVERIFY(error_of([&] { read_manifest(path("m-bad")); }).find("no \"version\"") !=
+                    std::string::npos ||
+                error_of([&] { read_manifest(path("m-bad")); }).find("format is not") !=
+                    std::string::npos);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPrepare)
+#include "test_prepare.moc"

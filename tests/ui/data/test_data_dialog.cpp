@@ -1,0 +1,171 @@
+// The Data page against the real lathe-engine: PrepareJob's arguments and progress lines, then a
+// small folder of text prepared from the dialog (a SentencePiece tokenizer trained on it first),
+// Cancel keeping the finished shards, and the main window training on the result.
+#include "tests/engine_runner.h"
+#include "ui/config/config_editor.h"
+#include "ui/data/data_dialog.h"
+#include "ui/main_window.h"
+
+#include <QAction>
+#include <QDir>
+#include <QLabel>
+#include <QRandomGenerator>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using lathe::ui::DataDialog;
+using lathe::ui::MainWindow;
+using lathe::ui::PrepareJob;
+using lathe::ui::PrepareRequest;
+
+namespace {
+
+// Deterministic text: sentences of words from a small vocabulary, some non-ASCII.
+QString makeText(quint32 seed, int sentences) {
+    static const QStringList words = {
+        QStringLiteral("the"),    QStringLiteral("lathe"),   QStringLiteral("turns"),
+        QStringLiteral("wood"),   QStringLiteral("into"),    QStringLiteral("round"),
+        QStringLiteral("shapes"), QStringLiteral("while"),   QStringLiteral("a"),
+        QStringLiteral("model"),  QStringLiteral("learns"),  QStringLiteral("café"),
+        QStringLiteral("naïve"),  QStringLiteral("Straße"),  QStringLiteral("12"),
+        QStringLiteral("2026"),   QStringLiteral("quickly"), QStringLiteral("slowly")};
+    QRandomGenerator rng(seed);
+    QString out;
+    for (int s = 0; s < sentences; ++s) {
+        const int n = 4 + static_cast<int>(rng.bounded(10));
+        for (int w = 0; w < n; ++w) {
+            out += words[static_cast<int>(rng.bounded(static_cast<quint32>(words.size())))];
+            out += w + 1 < n ? QStringLiteral(" ") : QStringLiteral(".\n");
+        }
+    }
+    return out;
+}
+
+void writeFile(const QString& path, const QString& text) {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(text.toUtf8());
+}
+
+}  // namespace
+
+class TestDataDialog : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir root_;
+    QString text_;  // a folder of text files
+
+private Q_SLOTS:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
+        QCoreApplication::setApplicationName(QStringLiteral("lathe-test"));
+        QVERIFY(QFileInfo(lathe::testing::engine_path()).isExecutable());
+        qputenv("LATHE_ENGINE", lathe::testing::engine_path().toUtf8());
+        text_ = root_.path() + "/text";
+        QVERIFY(QDir().mkpath(text_));
+        for (int i = 0; i < 40; ++i)
+            writeFile(text_ + QStringLiteral("/doc%1.txt").arg(i, 2, 10, QLatin1Char('0')),
+                      makeText(static_cast<quint32>(i), 60));
+    }
+
+    void requestsAndProgressLines() {
+        PrepareRequest r;
+        QVERIFY(r.problem().contains(QStringLiteral("Add text")));
+        r.inputs = {text_};
+        QVERIFY(r.problem().contains(QStringLiteral("folder")));
+        r.outDir = root_.path() + "/out";
+        QVERIFY(r.problem().contains(QStringLiteral("tokenizer")));
+        r.trainVocabSize = 500;
+        QVERIFY(r.problem().isEmpty());
+        QCOMPARE(r.trainArguments().mid(0, 3),
+                 (QStringList{QStringLiteral("tokenizer"), QStringLiteral("train"), text_}));
+        QVERIFY(r.prepareArguments().contains(r.trainedTokenizerPath()));
+        QVERIFY(r.prepareArguments().contains(QStringLiteral("json")));
+
+        PrepareJob job;
+        job.readProgressLine(
+            R"({"event":"progress","bytes_done":50,"bytes_total":200,"tokens":1234,"shards":2,"mb_per_s":3.5,"eta_s":4})");
+        QCOMPARE(job.fraction(), 0.25);
+        QVERIFY(job.message().contains(QStringLiteral("1234 tokens")));
+        job.readProgressLine("not json");  // ignored
+        job.readProgressLine(
+            R"({"event":"done","folder":"/d","tokenizer":"/d/tokenizer.model","dtype":"uint16","tokens":9,"documents":3,"shards":1,"padded_vocab_size":512})");
+        const auto changes = job.result().configChanges();
+        QCOMPARE(changes.size(), 5);
+        QCOMPARE(changes[1].second, lathe::config::Json::array({"/d"}));
+        QCOMPARE(changes[4].second, lathe::config::Json(512));
+    }
+
+    // From the window: prepare with a tokenizer trained on the text, then train on it.
+    void prepareAndTrainFromTheWindow() {
+        MainWindow w;
+        w.setRunsRoot(root_.path() + "/runs");
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        DataDialog* d = w.showDataDialog();
+        QVERIFY(d->isVisible());
+        d->addInputs({text_});
+        d->setTrainTokenizer(400, QStringLiteral("bpe"));
+        d->setOutputFolder(root_.path() + "/tokens");
+        d->setShardSize(QStringLiteral("16KB"));
+        QSignalSpy finished(d->job(), &PrepareJob::finished);
+        QVERIFY2(d->prepare(), qPrintable(d->statusText()));
+        QVERIFY(finished.wait(180000));
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(d->statusText()));
+        const auto& r = d->job()->result();
+        QVERIFY(r.shards > 1);
+        QCOMPARE(r.paddedVocabSize, 512);
+        QVERIFY(QFileInfo(r.tokenizer).isFile());
+        QVERIFY(r.tokenizer.endsWith(QStringLiteral("tokenizer.model")));
+
+        // The editor now trains on it.
+        const auto& doc = w.editor()->document();
+        QCOMPARE(doc["dataset"]["source"], lathe::config::Json("numpy"));
+        QCOMPARE(doc["dataset"]["paths"], lathe::config::Json::array({r.folder.toStdString()}));
+        QCOMPARE(doc["dataset"]["tokenizer"], lathe::config::Json(r.tokenizer.toStdString()));
+        QCOMPARE(doc["model"]["vocab_size"], lathe::config::Json(512));
+        QVERIFY(w.editor()->isValid());
+
+        w.editor()->editField(QStringLiteral("run_name"), "from-data");
+        w.editor()->editField(QStringLiteral("trainer.max_duration"),
+                              lathe::config::Json{{"value", 4}, {"unit", "steps"}});
+        w.editor()->editField(QStringLiteral("launch.num_threads"), 1);
+        QVERIFY(w.startRun());
+        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 180000);
+        const QString ckpt = root_.path() + "/runs/from-data/step4";
+        QVERIFY2(QFileInfo(ckpt + "/tokenizer.model").isFile(), qPrintable(ckpt));
+    }
+
+    // Cancel stops prepare-data and keeps its finished shards; Prepare again goes on.
+    void cancelKeepsShards() {
+        const QString big = root_.path() + "/big";
+        QVERIFY(QDir().mkpath(big));
+        for (int i = 0; i < 8; ++i)
+            writeFile(big + QStringLiteral("/part%1.txt").arg(i), makeText(100 + i, 20000));
+        DataDialog d;
+        d.addInputs({big});
+        d.setTokenizerFile(root_.path() + "/tokens/tokenizer.model");
+        d.setOutputFolder(root_.path() + "/big-tokens");
+        d.setShardSize(QStringLiteral("4KB"));
+        QSignalSpy finished(d.job(), &PrepareJob::finished);
+        QVERIFY2(d.prepare(), qPrintable(d.statusText()));
+        QTRY_VERIFY_WITH_TIMEOUT(
+            QFileInfo::exists(root_.path() + "/big-tokens/.prepare-state.json") ||
+                !finished.isEmpty(),
+            60000);
+        d.job()->cancel();
+        QVERIFY(finished.wait(60000) || !finished.isEmpty());
+        QCOMPARE(d.job()->state(), PrepareJob::State::Cancelled);
+        QVERIFY(d.statusText().contains(QStringLiteral("kept")));
+        QVERIFY(QFileInfo::exists(root_.path() + "/big-tokens/part-00000.npy"));
+        QVERIFY(d.prepare());
+        QVERIFY(finished.wait(180000));
+        QVERIFY2(finished.last().at(0).toBool(), qPrintable(d.statusText()));
+        QVERIFY(QFileInfo::exists(root_.path() + "/big-tokens/manifest.json"));
+    }
+};
+
+QTEST_MAIN(TestDataDialog)
+#include "test_data_dialog.moc"

@@ -1,0 +1,220 @@
+#include "ui/data/data_dialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace lathe::ui {
+
+DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(this)) {
+    setObjectName(QStringLiteral("dataDialog"));
+    setWindowTitle(tr("Prepare data"));
+    auto* layout = new QVBoxLayout(this);
+
+    auto* inputsBox = new QGroupBox(tr("Text"), this);
+    auto* inputsLayout = new QVBoxLayout(inputsBox);
+    inputsLayout->addWidget(new QLabel(
+        tr("UTF-8 text files (one document each), JSONL files with a \"text\" field (one "
+           "document per line), .gz or .zst too, and folders of them."),
+        inputsBox));
+    inputs_ = new QListWidget(inputsBox);
+    inputs_->setObjectName(QStringLiteral("dataInputs"));
+    inputsLayout->addWidget(inputs_);
+    auto* inputButtons = new QHBoxLayout;
+    auto* addFiles = new QPushButton(tr("Add files…"), inputsBox);
+    auto* addFolder = new QPushButton(tr("Add folder…"), inputsBox);
+    auto* remove = new QPushButton(tr("Remove"), inputsBox);
+    inputButtons->addWidget(addFiles);
+    inputButtons->addWidget(addFolder);
+    inputButtons->addWidget(remove);
+    inputButtons->addStretch();
+    inputsLayout->addLayout(inputButtons);
+    layout->addWidget(inputsBox);
+    connect(addFiles, &QPushButton::clicked, this,
+            [this] { addInputs(QFileDialog::getOpenFileNames(this, tr("Text or JSONL files"))); });
+    connect(addFolder, &QPushButton::clicked, this, [this] {
+        const QString d = QFileDialog::getExistingDirectory(this, tr("A folder of text"));
+        if (!d.isEmpty()) addInputs({d});
+    });
+    connect(remove, &QPushButton::clicked, this, [this] {
+        delete inputs_->currentItem();
+        updateButtons();
+    });
+
+    auto* tokBox = new QGroupBox(tr("Tokenizer"), this);
+    auto* tokForm = new QFormLayout(tokBox);
+    auto* fileRow = new QHBoxLayout;
+    tokenizer_ = new QLineEdit(tokBox);
+    tokenizer_->setObjectName(QStringLiteral("dataTokenizer"));
+    tokenizer_->setPlaceholderText(tr("tokenizer.json (Hugging Face) or a SentencePiece .model"));
+    auto* browseTok = new QPushButton(tr("Browse…"), tokBox);
+    fileRow->addWidget(tokenizer_, 1);
+    fileRow->addWidget(browseTok);
+    tokForm->addRow(tr("File:"), fileRow);
+    train_ = new QCheckBox(tr("Train a new SentencePiece tokenizer on this text"), tokBox);
+    train_->setObjectName(QStringLiteral("dataTrain"));
+    tokForm->addRow(train_);
+    auto* trainRow = new QHBoxLayout;
+    vocab_ = new QSpinBox(tokBox);
+    vocab_->setObjectName(QStringLiteral("dataVocabSize"));
+    vocab_->setRange(300, 1000000);
+    vocab_->setValue(32000);
+    vocab_->setSingleStep(1000);
+    type_ = new QComboBox(tokBox);
+    type_->setObjectName(QStringLiteral("dataTokenizerType"));
+    type_->addItems({QStringLiteral("bpe"), QStringLiteral("unigram")});
+    trainRow->addWidget(new QLabel(tr("Vocabulary:"), tokBox));
+    trainRow->addWidget(vocab_);
+    trainRow->addWidget(new QLabel(tr("Type:"), tokBox));
+    trainRow->addWidget(type_);
+    trainRow->addStretch();
+    tokForm->addRow(trainRow);
+    layout->addWidget(tokBox);
+    connect(browseTok, &QPushButton::clicked, this, [this] {
+        const QString f = QFileDialog::getOpenFileName(
+            this, tr("Tokenizer file"), {}, tr("Tokenizers (*.json *.model);;All files (*)"));
+        if (!f.isEmpty()) setTokenizerFile(f);
+    });
+    connect(train_, &QCheckBox::toggled, this, &DataDialog::updateButtons);
+    connect(tokenizer_, &QLineEdit::textChanged, this, &DataDialog::updateButtons);
+
+    auto* outBox = new QGroupBox(tr("Token files"), this);
+    auto* outForm = new QFormLayout(outBox);
+    auto* outRow = new QHBoxLayout;
+    out_ = new QLineEdit(outBox);
+    out_->setObjectName(QStringLiteral("dataOut"));
+    out_->setPlaceholderText(tr("A new or empty folder"));
+    auto* browseOut = new QPushButton(tr("Browse…"), outBox);
+    outRow->addWidget(out_, 1);
+    outRow->addWidget(browseOut);
+    outForm->addRow(tr("Folder:"), outRow);
+    shardSize_ = new QComboBox(outBox);
+    shardSize_->setObjectName(QStringLiteral("dataShardSize"));
+    shardSize_->setEditable(true);
+    shardSize_->addItems({QStringLiteral("1GB"), QStringLiteral("256MB"), QStringLiteral("64MB"),
+                          QStringLiteral("4GB")});
+    outForm->addRow(tr("Shard size:"), shardSize_);
+    layout->addWidget(outBox);
+    connect(browseOut, &QPushButton::clicked, this, [this] {
+        const QString d = QFileDialog::getExistingDirectory(this, tr("Folder for the token files"));
+        if (!d.isEmpty()) setOutputFolder(d);
+    });
+    connect(out_, &QLineEdit::textChanged, this, &DataDialog::updateButtons);
+
+    progress_ = new QProgressBar(this);
+    progress_->setObjectName(QStringLiteral("dataProgress"));
+    progress_->setRange(0, 1000);
+    progress_->setValue(0);
+    layout->addWidget(progress_);
+    status_ = new QLabel(this);
+    status_->setObjectName(QStringLiteral("dataStatus"));
+    status_->setWordWrap(true);
+    status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(status_);
+
+    auto* buttons = new QDialogButtonBox(this);
+    prepareButton_ = buttons->addButton(tr("&Prepare"), QDialogButtonBox::ActionRole);
+    prepareButton_->setObjectName(QStringLiteral("dataPrepare"));
+    cancelButton_ = buttons->addButton(tr("&Cancel"), QDialogButtonBox::ActionRole);
+    cancelButton_->setObjectName(QStringLiteral("dataCancel"));
+    closeButton_ = buttons->addButton(QDialogButtonBox::Close);
+    layout->addWidget(buttons);
+    connect(prepareButton_, &QPushButton::clicked, this, &DataDialog::prepare);
+    connect(cancelButton_, &QPushButton::clicked, job_, &PrepareJob::cancel);
+    connect(closeButton_, &QPushButton::clicked, this, &QDialog::reject);
+
+    connect(job_, &PrepareJob::progressChanged, this, [this](double fraction, const QString& msg) {
+        if (fraction < 0) {
+            progress_->setRange(0, 0);  // busy: training a tokenizer
+        } else {
+            progress_->setRange(0, 1000);
+            progress_->setValue(qRound(fraction * 1000));
+        }
+        status_->setText(msg);
+    });
+    connect(job_, &PrepareJob::stateChanged, this, &DataDialog::updateButtons);
+    connect(job_, &PrepareJob::finished, this, &DataDialog::onFinished);
+    updateButtons();
+}
+
+PrepareRequest DataDialog::request() const {
+    PrepareRequest r;
+    for (int i = 0; i < inputs_->count(); ++i) r.inputs << inputs_->item(i)->text();
+    r.outDir = out_->text().trimmed();
+    r.tokenizer = tokenizer_->text().trimmed();
+    r.trainVocabSize = train_->isChecked() ? vocab_->value() : 0;
+    r.trainType = type_->currentText();
+    r.shardSize = shardSize_->currentText().trimmed();
+    return r;
+}
+
+void DataDialog::addInputs(const QStringList& paths) {
+    for (const auto& p : paths) {
+        if (p.isEmpty() || !inputs_->findItems(p, Qt::MatchExactly).isEmpty()) continue;
+        inputs_->addItem(p);
+    }
+    updateButtons();
+}
+
+void DataDialog::setOutputFolder(const QString& path) {
+    out_->setText(path);
+}
+
+void DataDialog::setTokenizerFile(const QString& path) {
+    train_->setChecked(false);
+    tokenizer_->setText(path);
+}
+
+void DataDialog::setTrainTokenizer(int vocabSize, const QString& type) {
+    train_->setChecked(vocabSize > 0);
+    if (vocabSize > 0) vocab_->setValue(vocabSize);
+    type_->setCurrentText(type);
+}
+
+void DataDialog::setShardSize(const QString& size) {
+    shardSize_->setCurrentText(size);
+}
+
+bool DataDialog::prepare() {
+    const bool ok = job_->start(request());
+    if (!ok) status_->setText(job_->message());
+    updateButtons();
+    return ok;
+}
+
+QString DataDialog::statusText() const {
+    return status_->text();
+}
+
+void DataDialog::updateButtons() {
+    const bool running = job_->isRunning();
+    tokenizer_->setEnabled(!running && !train_->isChecked());
+    vocab_->setEnabled(!running && train_->isChecked());
+    type_->setEnabled(!running && train_->isChecked());
+    prepareButton_->setEnabled(!running && request().problem().isEmpty());
+    prepareButton_->setToolTip(request().problem());
+    cancelButton_->setEnabled(running);
+    closeButton_->setEnabled(!running);
+}
+
+void DataDialog::onFinished(bool ok) {
+    updateButtons();
+    if (!ok) return;
+    Q_EMIT applyToConfig(job_->result().configChanges());
+    status_->setText(job_->message() + QLatin1Char('\n') +
+                     tr("The config now trains on it (dataset.* and model.vocab_size = %1).")
+                         .arg(job_->result().paddedVocabSize));
+}
+
+}  // namespace lathe::ui

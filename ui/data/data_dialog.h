@@ -1,0 +1,67 @@
+// DataDialog: the workbench's Data page. Choose text files or folders, pick a tokenizer file or
+// train one (SentencePiece, with its vocabulary size), prepare token files with a progress bar and
+// Cancel; on success the config editor gets dataset.* and model.vocab_size (applyToConfig). A
+// thin view over PrepareJob.
+#pragma once
+
+#include "ui/data/prepare_job.h"
+
+#include <QDialog>
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+
+namespace lathe::ui {
+
+class DataDialog : public QDialog {
+    Q_OBJECT
+
+public:
+    explicit DataDialog(QWidget* parent = nullptr);
+
+    PrepareJob* job() const { return job_; }
+    /// The request the fields describe.
+    PrepareRequest request() const;
+
+    // For tests and for callers that know the paths already.
+    void addInputs(const QStringList& paths);
+    void setOutputFolder(const QString& path);
+    void setTokenizerFile(const QString& path);
+    /// > 0: train a tokenizer of this size (of `type`) instead of using a file.
+    void setTrainTokenizer(int vocabSize, const QString& type = QStringLiteral("bpe"));
+    void setShardSize(const QString& size);
+
+    /// Starts preparing (the Prepare button); false when the fields are incomplete.
+    bool prepare();
+    QString statusText() const;
+
+Q_SIGNALS:
+    /// The preparation finished: set these config fields.
+    void applyToConfig(const QVector<std::pair<QString, lathe::config::Json>>& changes);
+
+private:
+    void updateButtons();
+    void onFinished(bool ok);
+
+    PrepareJob* job_;
+    QListWidget* inputs_;
+    QLineEdit* tokenizer_;
+    QCheckBox* train_;
+    QSpinBox* vocab_;
+    QComboBox* type_;
+    QLineEdit* out_;
+    QComboBox* shardSize_;
+    QProgressBar* progress_;
+    QLabel* status_;
+    QPushButton* prepareButton_;
+    QPushButton* cancelButton_;
+    QPushButton* closeButton_;
+};
+
+}  // namespace lathe::ui
