@@ -13,9 +13,31 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <sys/resource.h>
 #include <optional>
 
 namespace lathe::cli {
+
+namespace {
+
+/// The process's peak resident set (getrusage's ru_maxrss), in bytes.
+uint64_t peak_rss_bytes() {
+    struct rusage u {};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<uint64_t>(u.ru_maxrss) * 1024;
+}
+
+/// The CUDA caching allocator's peak of allocated bytes on `device`.
+uint64_t cuda_peak_bytes(int device) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+    return static_cast<uint64_t>(
+        stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+            .peak);
+}
+
+}  // namespace
 
 bool load_config(const ParsedArgs& p, const char* cmd, config::ExperimentConfig& out) {
     if (!p.errors.empty()) {
@@ -56,8 +78,8 @@ int cmd_train(const Args& args) {
 }
 
 int cmd_bench(const Args& args) {
-    auto p =
-        parse_args(args, {"--steps", "--warmup", "--nproc", "--checkpoint-every"}, {"--callbacks"});
+    auto p = parse_args(args, {"--steps", "--warmup", "--nproc", "--checkpoint-every"},
+                        {"--callbacks", "--memory"});
     config::ExperimentConfig cfg;
     if (!load_config(p, "bench", cfg)) return kExitUsage;
     int64_t steps = 0, warmup = 0, nproc = 0, ckpt_every = 0;
@@ -131,7 +153,27 @@ int cmd_bench(const Args& args) {
             if (step() == warmup) *t0 = std::chrono::steady_clock::now();
             *t1 = std::chrono::steady_clock::now();
         }
-        void post_train() override { trainer().checkpointer().wait(); }
+        void post_train() override {
+            trainer().checkpointer().wait();
+            if (!memory) return;
+            // Every rank's peak, gathered to all (rank 0 prints them): RSS on the host, and the
+            // caching allocator's peak on a GPU.
+            auto& group = trainer().env().cpu_group();
+            const bool cuda = trainer().env().device().is_cuda();
+            auto mine = torch::tensor(
+                {static_cast<double>(peak_rss_bytes()),
+                 cuda ? static_cast<double>(cuda_peak_bytes(trainer().env().device().index()))
+                      : 0.0},
+                torch::kFloat64);
+            std::vector<torch::Tensor> all(static_cast<std::size_t>(group.size()));
+            for (auto& t : all) t = torch::zeros_like(mine);
+            group.all_gather(all, mine);
+            for (const auto& t : all) {
+                peaks->push_back({t[0].item<double>(), t[1].item<double>()});
+            }
+        }
+        bool memory = false;
+        std::vector<std::pair<double, double>>* peaks = nullptr;
         void close() override {
             if (auto* saver = trainer().callback("metric_saver"))
                 *sink_stats = train::metric_saver_stats(saver);
@@ -147,6 +189,9 @@ int cmd_bench(const Args& args) {
     timer->blocked = &blocked_s;
     timer->saves = &saves;
     timer->sink_stats = &sink_stats;
+    std::vector<std::pair<double, double>> peaks;  // per rank: RSS bytes, CUDA bytes
+    timer->memory = p.has("--memory");
+    timer->peaks = &peaks;
 
     double flops_per_token = 0, peak = 0;
     int64_t tokens_per_step = 0, world = 1;
@@ -181,6 +226,20 @@ int cmd_bench(const Args& args) {
         {"threads", torch::get_num_threads()},
         {"dtype", train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32"},
         {"callbacks", with_callbacks}};
+    if (!peaks.empty()) {
+        // The peak of each rank, in GiB: the process's RSS (ru_maxrss, everything: LibTorch,
+        // model, gradients, optimizer state, activations), and on a GPU the allocator's peak.
+        nlohmann::json ranks = nlohmann::json::array();
+        for (const auto& [rss, cuda] : peaks) {
+            nlohmann::json r = {{"peak_rss_gib", rss / (1 << 30)}};
+            if (cuda > 0) r["peak_cuda_gib"] = cuda / (1 << 30);
+            ranks.push_back(r);
+        }
+        out["memory"] = {
+            {"ac_mode", config::enum_to_string(cfg.train_module.ac_config.mode)},
+            {"dp", world > 1 ? config::enum_to_string(cfg.train_module.dp_config.name) : "none"},
+            {"ranks", ranks}};
+    }
     if (saves > 0) {
         out["checkpoint_mode"] = timer_async_name(cfg);
         out["checkpoints"] = saves;

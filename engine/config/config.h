@@ -26,6 +26,7 @@ LATHE_ENUM(ScheduleShape, linear, cosine)
 LATHE_ENUM(OptimizerName, adamw, skip_step_adamw, lion, skip_step_lion)
 LATHE_ENUM(SchedulerUnits, steps, tokens)
 LATHE_ENUM(DataParallelType, ddp, fsdp)
+LATHE_ENUM(ActivationCheckpointingMode, none, full, selected_blocks, selected_modules)
 LATHE_ENUM(CheckpointRemovalStrategy, ephemeral_only, all_non_permanent, never)
 LATHE_ENUM(DeviceKind, auto_, cpu, cuda)
 LATHE_ENUM(StabilityAction, warn, skip, stop)
@@ -450,6 +451,32 @@ struct DataParallelConfig {
     }
 };
 
+/// Activation checkpointing (OLMo-core's TransformerActivationCheckpointingConfig): blocks or
+/// modules whose activations are not kept for backward but recomputed there, trading compute for
+/// memory. Under FSDP every block is recomputed already (its parameters are gathered again).
+struct ActivationCheckpointingConfig {
+    ActivationCheckpointingMode mode = ActivationCheckpointingMode::none;
+    std::optional<int64_t> block_interval;
+    std::vector<int64_t> blocks;
+    std::vector<std::string> modules;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("mode", mode,
+                {"none; full: every block; selected_blocks: every block_interval-th block (0, N, "
+                 "2N ...) or the listed blocks; selected_modules: the modules matching `modules`.",
+                 {}});
+        v.field("block_interval", block_interval,
+                {"selected_blocks: checkpoint block i when i % block_interval == 0.",
+                 Bounds::at_least(1)});
+        v.field("blocks", blocks, {"selected_blocks: the block indices to checkpoint.", {}});
+        v.field("modules", modules,
+                {"selected_modules: glob patterns over blocks.{i}.attention and "
+                 "blocks.{i}.feed_forward (e.g. blocks.*.feed_forward).",
+                 {}});
+    }
+};
+
 /// OLMo-core's TransformerTrainModuleConfig: micro-batching, the optimizer and schedule, gradient
 /// clipping, z-loss, autocast and data parallelism.
 struct TrainModuleConfig {
@@ -462,6 +489,7 @@ struct TrainModuleConfig {
     int64_t label_ignore_index = -100;
     std::optional<DType> autocast_precision;
     DataParallelConfig dp_config;
+    ActivationCheckpointingConfig ac_config;
     std::optional<std::map<std::string, std::string>> load_key_mapping;
 
     template <class V>
@@ -482,6 +510,8 @@ struct TrainModuleConfig {
         v.field("autocast_precision", autocast_precision,
                 {"Run the forward pass under autocast to this dtype; null disables.", {}});
         v.field("dp_config", dp_config, {"Data parallelism across ranks."});
+        v.field("ac_config", ac_config,
+                {"Activation checkpointing: recompute blocks or modules in backward."});
         v.field("load_key_mapping", load_key_mapping,
                 {"Loading renamed parameters: maps a parameter's name in this model (e.g. "
                  "blocks.0.attention.w_q.weight) to its name in the checkpoint or Hugging Face "

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <filesystem>
+
+#include <fnmatch.h>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -287,6 +289,43 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
     }
     if (c.run_name.empty() || c.run_name.find('/') != std::string::npos) {
         add("run_name", "must be a non-empty name without '/' (got \"" + c.run_name + "\")");
+    }
+
+    {
+        // Activation checkpointing: each mode's fields, and only those.
+        const auto& ac = c.train_module.ac_config;
+        const std::string p = "train_module.ac_config.";
+        const int64_t n = c.model.n_layers;
+        const bool blocks_mode = ac.mode == ActivationCheckpointingMode::selected_blocks;
+        const bool modules_mode = ac.mode == ActivationCheckpointingMode::selected_modules;
+        if (!blocks_mode && (ac.block_interval || !ac.blocks.empty()))
+            add(p + (ac.block_interval ? "block_interval" : "blocks"),
+                "only for mode selected_blocks (mode is " + enum_to_string(ac.mode) + ")");
+        if (!modules_mode && !ac.modules.empty())
+            add(p + "modules",
+                "only for mode selected_modules (mode is " + enum_to_string(ac.mode) + ")");
+        if (blocks_mode && !ac.block_interval == ac.blocks.empty())
+            add(p + "blocks", "selected_blocks takes block_interval or blocks (one of them)");
+        for (std::size_t i = 0; i < ac.blocks.size(); ++i)
+            if (ac.blocks[i] < 0 || ac.blocks[i] >= n)
+                add(p + "blocks[" + std::to_string(i) + "]",
+                    "block " + std::to_string(ac.blocks[i]) +
+                        " does not exist (model.n_layers = " + std::to_string(n) + ")");
+        if (modules_mode && ac.modules.empty())
+            add(p + "modules", "selected_modules needs patterns, e.g. [\"blocks.*.feed_forward\"]");
+        for (std::size_t i = 0; i < ac.modules.size(); ++i) {
+            bool matched = false;
+            for (int64_t b = 0; b < n && !matched; ++b)
+                for (const char* m : {"attention", "feed_forward"})
+                    matched = matched ||
+                              fnmatch(ac.modules[i].c_str(),
+                                      ("blocks." + std::to_string(b) + "." + m).c_str(), 0) == 0;
+            if (!matched)
+                add(p + "modules[" + std::to_string(i) + "]",
+                    "'" + ac.modules[i] +
+                        "' matches no module (they are blocks.{i}.attention and "
+                        "blocks.{i}.feed_forward)");
+        }
     }
 
     if (c.dataset.tokenizer) {

@@ -1,7 +1,11 @@
 #include "engine/model/transformer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
+#include "engine/model/activation_checkpoint.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <cmath>
 
 namespace lathe::model {
@@ -117,9 +121,45 @@ BlockImpl::BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbeddi
     feed_forward_norm = register_module("feed_forward_norm", RMSNorm(c.d_model, c.layer_norm_eps));
 }
 
+torch::Tensor BlockImpl::run_part(Part part, const torch::Tensor& x) {
+    switch (part) {
+        case kAttention:
+            return x + attention_norm(attention(x));
+        case kFeedForward:
+            return x + feed_forward_norm(feed_forward(x));
+        case kWhole:
+            break;
+    }
+    return forward(x);
+}
+
 torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-    auto h = x + attention_norm(attention(x));
-    return h + feed_forward_norm(feed_forward(h));
+    auto h = checkpoint_attention ? checkpointed(*this, kAttention, x) : run_part(kAttention, x);
+    return checkpoint_feed_forward ? checkpointed(*this, kFeedForward, h)
+                                   : run_part(kFeedForward, h);
+}
+
+void TransformerImpl::set_activation_checkpointing(
+    const config::ActivationCheckpointingConfig& ac) {
+    using Mode = config::ActivationCheckpointingMode;
+    checkpoint_blocks.assign(static_cast<std::size_t>(cfg.n_layers), false);
+    for (int64_t i = 0; i < cfg.n_layers; ++i) {
+        auto b = blocks[static_cast<std::size_t>(i)]->as<Block>();
+        const std::string name = "blocks." + std::to_string(i);
+        auto matches = [&](const std::string& module) {
+            for (const auto& pattern : ac.modules)
+                if (fnmatch(pattern.c_str(), (name + "." + module).c_str(), 0) == 0) return true;
+            return false;
+        };
+        bool whole = ac.mode == Mode::full;
+        if (ac.mode == Mode::selected_blocks)
+            whole = ac.block_interval
+                        ? i % *ac.block_interval == 0
+                        : std::find(ac.blocks.begin(), ac.blocks.end(), i) != ac.blocks.end();
+        checkpoint_blocks[static_cast<std::size_t>(i)] = whole;
+        b->checkpoint_attention = ac.mode == Mode::selected_modules && matches("attention");
+        b->checkpoint_feed_forward = ac.mode == Mode::selected_modules && matches("feed_forward");
+    }
 }
 
 TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
@@ -150,8 +190,13 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
 
 torch::Tensor TransformerImpl::run_unit(int64_t unit, const torch::Tensor& x) {
     if (unit == 0) return embeddings(x);
-    if (unit <= cfg.n_layers)
-        return blocks[static_cast<std::size_t>(unit - 1)]->as<Block>()->forward(x);
+    if (unit <= cfg.n_layers) {
+        auto& b = *blocks[static_cast<std::size_t>(unit - 1)]->as<Block>();
+        const auto i = static_cast<std::size_t>(unit - 1);
+        if (i < checkpoint_blocks.size() && checkpoint_blocks[i])
+            return checkpointed(b, BlockImpl::kWhole, x);
+        return b.forward(x);
+    }
     return lm_head(lm_head_norm(x));
 }
 

@@ -56,6 +56,14 @@ TORCH_MODULE(FeedForward);
 struct BlockImpl : torch::nn::Module {
     BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope);
     torch::Tensor forward(const torch::Tensor& x);
+    /// The parts activation checkpointing recomputes: the whole block, or one of its two residual
+    /// steps, x + attention_norm(attention(x)) or h + feed_forward_norm(feed_forward(h)). With
+    /// the residual add inside, the part's input has the same consumers as without
+    /// checkpointing, so its gradient is summed in the same order: bitwise the same.
+    enum Part : int64_t { kWhole = 0, kAttention = 1, kFeedForward = 2 };
+    torch::Tensor run_part(Part part, const torch::Tensor& x);
+    /// Activation checkpointing of the branches (train_module.ac_config, selected_modules).
+    bool checkpoint_attention = false, checkpoint_feed_forward = false;
     Attention attention{nullptr};
     RMSNorm attention_norm{nullptr};
     FeedForward feed_forward{nullptr};
@@ -84,6 +92,12 @@ struct TransformerImpl : torch::nn::Module {
     /// The parameter members of a unit, with their names (FSDP rebinds them to gathered views).
     std::vector<std::pair<std::string, torch::Tensor*>> unit_parameters(int64_t unit);
     std::function<torch::Tensor(int64_t unit, const torch::Tensor& x)> unit_runner;
+
+    /// Activation checkpointing as train_module.ac_config says (activation_checkpoint.h): which
+    /// blocks, or which of their branches, recompute in backward instead of keeping activations.
+    void set_activation_checkpointing(const config::ActivationCheckpointingConfig& ac);
+    /// Blocks checkpointed whole (index = block).
+    std::vector<bool> checkpoint_blocks;
 
     /// Forward plus cross-entropy (sum over tokens whose label != ignore_index, divided by
     /// div_factor) and optional z-loss (multiplier * logsumexp(logits)^2, same reduction).

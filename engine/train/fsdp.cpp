@@ -1,6 +1,6 @@
 #include "engine/train/fsdp.h"
 
-#include "engine/train/autocast.h"
+#include "engine/util/autocast.h"
 
 #include "engine/util/error.h"
 
@@ -60,13 +60,17 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
         if (x_grad) xin.requires_grad_(true);
         {
             torch::AutoGradMode enable(true);
-            // The forward's autocast state: backward runs outside the train step's autocast scope
-            // (and on a GPU, on another thread).
-            AutocastScope autocast(
-                x.device().type(), ctx->saved_data["autocast"].toBool(),
-                static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
             fsdp->bind(u, leaves);
-            auto out = fsdp->model()->run_unit(unit, xin);
+            torch::Tensor out;
+            {
+                // The forward's autocast state for the recomputation only: backward runs outside
+                // the train step's autocast scope (and on a GPU, on another thread), and its own
+                // operations run without autocast, as they do without FSDP.
+                AutocastScope autocast(
+                    x.device().type(), ctx->saved_data["autocast"].toBool(),
+                    static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+                out = fsdp->model()->run_unit(unit, xin);
+            }
             torch::autograd::backward({out}, {grad_out[0]});
             fsdp->unbind(u);
         }

@@ -1,10 +1,10 @@
 #include "engine/train/train_module.h"
 
-#include "engine/train/autocast.h"
 #include "engine/train/data_parallel.h"
 #include "engine/train/fsdp.h"
 #include "engine/train/scheduler.h"
 #include "engine/train/trainer.h"
+#include "engine/util/autocast.h"
 #include "engine/util/error.h"
 #include "engine/util/log.h"
 
@@ -105,6 +105,17 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
     // so a model that does not fit one GPU can still start.
     if (!fsdp) model_->to(env.device());
     model_->train();
+    // Activation checkpointing; FSDP recomputes every block in backward already (it gathers the
+    // block's parameters again), so there it would only recompute twice.
+    if (!fsdp) {
+        model_->set_activation_checkpointing(cfg_.ac_config);
+    } else if (cfg_.ac_config.mode != config::ActivationCheckpointingMode::none &&
+               env.rank() == 0) {
+        log::info(
+            "train_module.ac_config: FSDP recomputes every block in backward already; "
+            "mode {} changes nothing",
+            config::enum_to_string(cfg_.ac_config.mode));
+    }
 
     if (const char* nan_step = std::getenv("LATHE_INJECT_NAN_STEP"))
         inject_nan_step_ = std::atoll(nan_step);

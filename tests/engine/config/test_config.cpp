@@ -450,6 +450,25 @@ private Q_SLOTS:
             << R"({"train_module": {"optim": {"lr": 1e400}}})"
             << "@a.json:1:35: train_module.optim.lr: number 1e400 is out of range (a double holds "
                "up to about 1.8e308)";
+        QTest::newRow("ac interval without its mode")
+            << "a.json"
+            << R"({"train_module": {"ac_config": {"block_interval": 2}}})"
+            << "train_module.ac_config.block_interval: only for mode selected_blocks (mode is "
+               "none)";
+        QTest::newRow("ac selected_blocks without blocks")
+            << "a.json"
+            << R"({"train_module": {"ac_config": {"mode": "selected_blocks"}}})"
+            << "train_module.ac_config.blocks: selected_blocks takes block_interval or blocks (one "
+               "of them)";
+        QTest::newRow("ac block beyond the model")
+            << "a.json"
+            << R"({"model": {"n_layers": 2}, "train_module": {"ac_config": {"mode": "selected_blocks", "blocks": [0, 2]}}})"
+            << "train_module.ac_config.blocks[1]: block 2 does not exist (model.n_layers = 2)";
+        QTest::newRow("ac module pattern matching nothing")
+            << "a.json"
+            << R"({"train_module": {"ac_config": {"mode": "selected_modules", "modules": ["blocks.*.mlp"]}}})"
+            << "train_module.ac_config.modules[0]: 'blocks.*.mlp' matches no module (they are "
+               "blocks.{i}.attention and blocks.{i}.feed_forward)";
         QTest::newRow("number out of range in a list")
             << "a.json"
             << R"({"trainer": {"steps_to_skip": [{"start": 1, "stop": -1e999}]}})"

@@ -44,6 +44,7 @@ class TestRuns : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
     QString runs() const { return dir_.path(); }
+    int ac_runs_ = 0;
     QString folder(const QString& run) const { return dir_.path() + "/" + run; }
 
 private Q_SLOTS:
@@ -862,6 +863,81 @@ private Q_SLOTS:
                  qPrintable(r.output));
     }
 
+    // train_module.ac_config: the same run with blocks or branches recomputed in backward has
+    // bitwise the losses and final weights of the run without (fp32 on CPU; OLMo2 has no dropout
+    // and the recomputation repeats the same operations), at 1 rank and under 2-rank DDP; under
+    // bf16 autocast, losses within 1e-4. Under FSDP, which recomputes every block already, it
+    // changes nothing.
+    void activationCheckpointingIsExact_data() {
+        QTest::addColumn<QString>("variant");  // "", "ddp", "fsdp" or "bf16"
+        QTest::addColumn<QStringList>("ac");
+        QTest::newRow("full") << "" << QStringList{"train_module.ac_config.mode=full"};
+        QTest::newRow("every 2nd block")
+            << ""
+            << QStringList{"train_module.ac_config.mode=selected_blocks",
+                           "train_module.ac_config.block_interval=2"};
+        QTest::newRow("block 1") << ""
+                                 << QStringList{"train_module.ac_config.mode=selected_blocks",
+                                                "train_module.ac_config.blocks=[1]"};
+        QTest::newRow("feed-forwards")
+            << ""
+            << QStringList{"train_module.ac_config.mode=selected_modules",
+                           "train_module.ac_config.modules=[\"blocks.*.feed_forward\"]"};
+        QTest::newRow("attention of block 0")
+            << ""
+            << QStringList{"train_module.ac_config.mode=selected_modules",
+                           "train_module.ac_config.modules=[\"blocks.0.attention\"]"};
+        QTest::newRow("full, bf16 autocast")
+            << "bf16" << QStringList{"train_module.ac_config.mode=full"};
+        QTest::newRow("full, 2 ranks ddp")
+            << "ddp" << QStringList{"train_module.ac_config.mode=full"};
+        QTest::newRow("full, 2 ranks fsdp")
+            << "fsdp" << QStringList{"train_module.ac_config.mode=full"};
+    }
+    void activationCheckpointingIsExact() {
+        QFETCH(QString, variant);
+        QFETCH(QStringList, ac);
+        auto cmd = [&](const QString& run, const QStringList& extra) {
+            QStringList a = args(run, QStringList{"trainer.max_duration=6steps",
+                                                  "trainer.metrics_collect_interval=1"} +
+                                          extra);
+            if (variant == "bf16") a << "train_module.autocast_precision=bfloat16";
+            if (variant == "ddp" || variant == "fsdp") {
+                a.removeFirst();
+                a = QStringList{"launch", "--nproc", "2",
+                                "train_module.dp_config.name=" + variant} +
+                    a;
+            }
+            return a;
+        };
+        const QString base = "ac-none-" + (variant.isEmpty() ? QString("1") : variant);
+        if (!QFileInfo::exists(folder(base) + "/step6/.metadata.json")) {
+            const auto r = run_engine(cmd(base, {}), runs());
+            QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        }
+        const QString name = "ac-" + QString::number(ac_runs_++);
+        const auto r = run_engine(cmd(name, ac), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        const auto a = losses(read_metrics(folder(base) + "/metrics.jsonl"));
+        QCOMPARE(a.size(), 6);
+        const auto b = losses(read_metrics(folder(name) + "/metrics.jsonl"));
+        if (variant == "bf16") {
+            // bf16 autocast: gradients within a bf16 rounding step (test_model), so losses
+            // within 1e-4 relative rather than bitwise.
+            QCOMPARE(b.keys(), a.keys());
+            for (auto it = a.begin(); it != a.end(); ++it)
+                QVERIFY2(std::abs(b[it.key()] - it.value()) <= 1e-4 * std::abs(it.value()),
+                         qPrintable(QString("step %1: %2 vs %3")
+                                        .arg(it.key())
+                                        .arg(b[it.key()])
+                                        .arg(it.value())));
+            return;
+        }
+        QCOMPARE(b, a);
+        QCOMPARE(tensor_checksums(folder(name) + "/step6/model_and_optim/rank0.lathe"),
+                 tensor_checksums(folder(base) + "/step6/model_and_optim/rank0.lathe"));
+    }
+
     // train_module.load_key_mapping reads a parameter (and its optimizer state) under another
     // name: swapping two same-shaped parameters on load swaps them in the loaded model.
     void loadKeyMapping() {
@@ -929,6 +1005,19 @@ private Q_SLOTS:
                             runs());
         QVERIFY2(b.exit_code == 0, qPrintable(b.output));
         QCOMPARE(bench_result(b.output).value("dtype").toString(), QString("bfloat16"));
+
+        // --memory: each rank's peak RSS, with the layout it was measured under.
+        auto m = run_engine({"bench", "tiny", "--steps", "2", "--warmup", "1", "--memory",
+                             "launch.num_threads=1", "train_module.ac_config.mode=full"},
+                            runs());
+        QVERIFY2(m.exit_code == 0, qPrintable(m.output));
+        const auto mem = bench_result(m.output).value("memory").toObject();
+        QCOMPARE(mem.value("ac_mode").toString(), QString("full"));
+        QCOMPARE(mem.value("dp").toString(), QString("none"));
+        QCOMPARE(mem.value("ranks").toArray().size(), 1);
+        const double rss =
+            mem.value("ranks").toArray()[0].toObject().value("peak_rss_gib").toDouble();
+        QVERIFY2(rss > 0.05 && rss < 64, qPrintable(QString::number(rss)));
     }
 
     void inspect() {

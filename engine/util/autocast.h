@@ -4,7 +4,7 @@
 
 #include <ATen/autocast_mode.h>
 
-namespace lathe::train {
+namespace lathe {
 
 class AutocastScope {
 public:
@@ -31,4 +31,4 @@ private:
     at::ScalarType prev_dtype_ = at::kFloat;
 };
 
-}  // namespace lathe::train
+}  // namespace lathe
