@@ -352,7 +352,16 @@ std::optional<ResumePlan> MainWindow::resumePlanFor(const QString& checkpoint) {
         return std::nullopt;
     }
     QString error;
-    auto plan = ResumePlan::fromCheckpoint(checkpoint, &error);
+    std::optional<ResumePlan> plan;
+    if (isRemotePath(checkpoint)) {
+        const int row = checkpointsModel_->rowOf(checkpoint);
+        plan = row < 0 ? std::nullopt
+                       : ResumePlan::fromRemoteCheckpoint(checkpointsModel_->checkpoint(row),
+                                                          checkpointsModel_->runDir(), &error);
+        if (row < 0) error = tr("%1 is no longer listed").arg(checkpoint);
+    } else {
+        plan = ResumePlan::fromCheckpoint(checkpoint, &error);
+    }
     if (!plan) showProblem(tr("Cannot resume"), error);
     return plan;
 }

@@ -7,52 +7,15 @@
 #include "engine/run_folder/tensor_file_header.h"
 #include "engine/util/error.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
+#include <set>
 
 namespace lathe::checkpoint {
 
 namespace fs = std::filesystem;
-
-bool LocalStorage::do_exists(const std::string& path) const {
-    std::error_code ec;
-    return fs::exists(path, ec);
-}
-void LocalStorage::do_make_dirs(const std::string& path) {
-    std::error_code ec;
-    fs::create_directories(path, ec);
-    if (ec) throw Error(path + ": cannot create folder: " + ec.message());
-}
-void LocalStorage::do_remove_all(const std::string& path) {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-    if (ec) throw Error(path + ": cannot remove: " + ec.message());
-}
-void LocalStorage::do_rename(const std::string& from, const std::string& to) {
-    std::error_code ec;
-    fs::rename(from, to, ec);
-    if (ec) throw Error("cannot rename " + from + " to " + to + ": " + ec.message());
-}
-std::vector<std::string> LocalStorage::do_list(const std::string& dir) const {
-    std::vector<std::string> out;
-    std::error_code ec;
-    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
-         it.increment(ec)) {
-        out.push_back(it->path().filename().string());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-}
-uint64_t LocalStorage::do_size(const std::string& path) const {
-    uint64_t total = 0;
-    std::error_code ec;
-    if (fs::is_regular_file(path, ec)) return fs::file_size(path, ec);
-    for (auto it = fs::recursive_directory_iterator(path, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (it->is_regular_file(ec)) total += it->file_size(ec);
-    }
-    return total;
-}
 
 Checkpointer::Checkpointer(dist::Environment& env, bool save_overwrite,
                            std::unique_ptr<Storage> storage)
@@ -64,11 +27,28 @@ Checkpointer::~Checkpointer() {
     if (writer_.joinable()) writer_.join();
 }
 
+Storage& Checkpointer::storage_of(const std::string& path) {
+    if (!is_remote_path(path)) return *storage_;
+    const std::string scheme = path.substr(0, path.find("://"));
+    if (!remote_ || remote_scheme_ != scheme) {
+        remote_ = storage_for(path);
+        remote_scheme_ = scheme;
+    }
+    return *remote_;
+}
+
+std::string Checkpointer::staging_dir() const {
+    if (!staging_dir_.empty()) return staging_dir_;
+    return (fs::temp_directory_path() / ("lathe-staging-" + std::to_string(::getpid()))).string();
+}
+
 void Checkpointer::save(const std::string& dir, Stateful& state, bool ephemeral, bool async,
                         const std::vector<std::pair<std::string, std::string>>& extra_files,
                         const std::function<void(double)>& on_done) {
     wait();  // one save at a time, in the same order on every rank
-    if (storage_->exists(run_folder::join(dir, run_folder::kCheckpointMetadataFile)) &&
+    // (Made here, on the training thread: the writer thread only uses it.)
+    Storage& storage = storage_of(dir);
+    if (storage.exists(run_folder::join(dir, run_folder::kCheckpointMetadataFile)) &&
         !save_overwrite_) {
         throw Error(dir +
                     ": checkpoint already exists (set trainer.save_overwrite=true to replace it)");
@@ -120,6 +100,10 @@ void Checkpointer::save(const std::string& dir, Stateful& state, bool ephemeral,
 }
 
 void Checkpointer::write(const Staged& s) {
+    if (Storage& storage = storage_of(s.dir); storage.remote()) {
+        write_remote(s, storage);
+        return;
+    }
     const std::string tmp = run_folder::temporary_folder(s.dir);
     const auto& group = env_.checkpoint_group();
     try {
@@ -162,6 +146,86 @@ void Checkpointer::write(const Staged& s) {
     }
 }
 
+void Checkpointer::write_remote(const Staged& s, Storage& remote) {
+    const auto& group = env_.checkpoint_group();
+    // Every rank learns whether every rank succeeded, and the first failure's message.
+    auto agree = [&](const std::string& error) {
+        auto failed = torch::tensor(
+            {error.empty() ? int64_t(env_.world_size()) : int64_t(env_.rank())}, torch::kInt64);
+        group.all_reduce(failed, dist::ReduceOp::min);
+        const int first = static_cast<int>(failed.item<int64_t>());
+        if (first == env_.world_size()) return;
+        const std::string message = group.broadcast_string(error, first);
+        throw Error(first == env_.rank() ? message
+                                         : "rank " + std::to_string(first) + ": " + message);
+    };
+    const std::string local =
+        run_folder::join(staging_dir(), base_name(s.dir) + "-rank" + std::to_string(env_.rank()));
+    std::error_code ec;
+    try {
+        std::string error;
+        // save_overwrite: the old checkpoint stops counting (its metadata goes first) and goes.
+        if (env_.rank() == 0) {
+            try {
+                if (remote.exists(s.dir)) remote.remove_all(s.dir);
+            } catch (const std::exception& e) {
+                error = e.what();
+            }
+        }
+        agree(error);
+        // Each rank stages its own files locally and uploads them.
+        try {
+            fs::remove_all(local, ec);
+            std::vector<std::pair<std::string, std::string>> files;  // relative, text
+            files.emplace_back(run_folder::train_state_file(env_.rank()), s.trainer_state);
+            if (env_.rank() == 0) {
+                for (const auto& f : s.extra_files) files.push_back(f);
+            }
+            for (const auto& [name, text] : files) {
+                fs::create_directories(fs::path(run_folder::join(local, name)).parent_path());
+                write_file_atomic(run_folder::join(local, name), text);
+            }
+            if (env_.rank() == 0) {
+                fs::create_directories(
+                    fs::path(run_folder::join(local, run_folder::kModelTensorFile)).parent_path());
+                write_tensor_file(run_folder::join(local, run_folder::kModelTensorFile), s.tensors);
+                files.emplace_back(run_folder::kModelTensorFile, std::string());
+            }
+            for (const auto& [name, text] : files)
+                remote.put_file(run_folder::join(local, name), run_folder::join(s.dir, name));
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        fs::remove_all(local, ec);
+        agree(error);
+        // Every rank's files are there: the checkpoint becomes complete.
+        if (env_.rank() == 0) {
+            try {
+                nlohmann::json meta = {{"ephemeral", s.ephemeral},
+                                       {"version", config::version()},
+                                       {"world_size", env_.world_size()},
+                                       {"format", "lathe-checkpoint-v1"}};
+                remote.write(run_folder::join(s.dir, run_folder::kCheckpointMetadataFile),
+                             meta.dump(2) + "\n");
+            } catch (const std::exception& e) {
+                error = e.what();
+            }
+        }
+        agree(error);
+    } catch (const std::exception& e) {
+        fs::remove_all(local, ec);
+        // What was uploaded has no .metadata.json, so it does not count; remove it if the server
+        // lets us (else the next start does). Earlier checkpoints are never touched.
+        if (env_.rank() == 0) {
+            try {
+                remote.remove_all(s.dir);
+            } catch (const std::exception&) {
+            }
+        }
+        throw Error("saving checkpoint " + s.dir + " failed", e);
+    }
+}
+
 void Checkpointer::wait() {
     if (writer_.joinable()) writer_.join();
     if (writer_error_) {
@@ -180,27 +244,39 @@ bool Checkpointer::poll() {
 
 namespace {
 
-// Why `dir` (a step{N} folder) is not a complete checkpoint; empty when it is one.
-std::string structural_problem(const std::string& dir) {
-    std::error_code ec;
+// Why `dir` (a step{N} folder of `storage`) is not a complete checkpoint; empty when it is one.
+// `known` lists its files when they are known already (a remote listing), else each is probed.
+std::string structural_problem(const Storage& storage, const std::string& dir,
+                               const std::set<std::string>* known = nullptr) {
+    auto has = [&](const std::string& f) {
+        return known ? known->count(f) > 0 : storage.exists(run_folder::join(dir, f));
+    };
     const std::string meta = run_folder::join(dir, run_folder::kCheckpointMetadataFile);
-    if (!fs::exists(meta, ec)) return "no .metadata.json: the save did not finish";
+    if (!has(run_folder::kCheckpointMetadataFile))
+        return storage.remote() ? "no .metadata.json: the upload did not finish"
+                                : "no .metadata.json: the save did not finish";
     for (const std::string& f :
          {run_folder::train_state_file(0), std::string(run_folder::kModelTensorFile)}) {
-        if (!fs::exists(run_folder::join(dir, f), ec)) return f + " is missing";
+        if (!has(f)) return f + " is missing";
     }
+    // A remote read that fails (the server is down) is an error, not damage: it must never get a
+    // good checkpoint set aside.
+    const std::string text = storage.remote() ? storage.read(meta) : std::string();
     try {
-        const auto j = nlohmann::json::parse(read_text_file(meta));
+        const auto j = nlohmann::json::parse(storage.remote() ? text : storage.read(meta));
         if (!j.is_object()) return ".metadata.json is not a JSON object";
     } catch (const std::exception& e) {
         return std::string("unreadable .metadata.json: ") + e.what();
     }
     return {};
 }
+std::string structural_problem(const std::string& dir) {
+    return structural_problem(LocalStorage(), dir);
+}
 
 // The step of a step{N} folder; nullopt for other names (a checkpoint given by another path).
 std::optional<int64_t> folder_step(const std::string& dir) {
-    const auto name = run_folder::parse_checkpoint_name(fs::path(dir).filename().string());
+    const auto name = run_folder::parse_checkpoint_name(base_name(dir));
     if (!name || name->kind != run_folder::CheckpointName::Kind::Saved) return std::nullopt;
     return name->step;
 }
@@ -235,32 +311,54 @@ nlohmann::json read_train_state(const std::string& dir, const std::string& file)
 }  // namespace
 
 bool Checkpointer::dir_is_checkpoint(const std::string& dir) {
-    std::error_code ec;
-    return fs::exists(dir + "/" + run_folder::kCheckpointMetadataFile, ec) &&
-           fs::exists(dir + "/" + run_folder::train_state_file(0), ec) &&
-           fs::exists(dir + "/" + run_folder::kModelTensorFile, ec);
+    const auto storage = storage_for(dir);
+    for (const std::string& f :
+         {std::string(run_folder::kCheckpointMetadataFile), run_folder::train_state_file(0),
+          std::string(run_folder::kModelTensorFile)}) {
+        if (!storage->exists(run_folder::join(dir, f))) return false;
+    }
+    return true;
 }
 
 std::vector<CheckpointInfo> Checkpointer::find_checkpoints(const std::string& dir) {
     using Kind = run_folder::CheckpointName::Kind;
     std::vector<CheckpointInfo> out;
-    std::error_code ec;
-    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
-         it.increment(ec)) {
-        const auto name = run_folder::parse_checkpoint_name(it->path().filename().string());
+    const auto storage = storage_for(dir);
+    // Remotely one listing of everything below, instead of requests per file.
+    std::map<std::string, std::set<std::string>> remote_files;
+    if (storage->remote()) {
+        for (const auto& [file, bytes] : storage->files(dir)) {
+            const auto slash = file.find('/');
+            if (slash != std::string::npos)
+                remote_files[file.substr(0, slash)].insert(file.substr(slash + 1));
+        }
+    }
+    std::vector<std::string> names;
+    if (storage->remote()) {
+        for (const auto& [name, files] : remote_files) names.push_back(name);
+    } else {
+        std::error_code ec;
+        for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+             it.increment(ec)) {
+            if (it->is_directory(ec)) names.push_back(it->path().filename().string());
+        }
+    }
+    for (const auto& folder : names) {
+        const auto name = run_folder::parse_checkpoint_name(folder);
         // Set-aside checkpoints (abandoned by a resume, or unusable) are no longer the run's.
-        if (!it->is_directory(ec) || !name || name->kind == Kind::Abandoned ||
-            name->kind == Kind::Unusable)
-            continue;
+        if (!name || name->kind == Kind::Abandoned || name->kind == Kind::Unusable) continue;
         CheckpointInfo c;
         c.step = name->step;
-        c.path = it->path().string();
-        c.problem = name->kind == Kind::Temporary ? "a save that is in progress or was interrupted"
-                                                  : structural_problem(c.path);
+        c.path = run_folder::join(dir, folder);
+        c.problem = name->kind == Kind::Temporary
+                        ? "a save that is in progress or was interrupted"
+                        : structural_problem(*storage, c.path,
+                                             storage->remote() ? &remote_files[folder] : nullptr);
         c.complete = c.problem.empty();
         if (c.complete) {
             const auto meta = nlohmann::json::parse(
-                read_text_file(c.path + "/" + run_folder::kCheckpointMetadataFile), nullptr, false);
+                storage->read(run_folder::join(c.path, run_folder::kCheckpointMetadataFile)),
+                nullptr, false);
             c.ephemeral = meta.is_object() && meta.value("ephemeral", false);
         }
         out.push_back(c);
@@ -281,10 +379,17 @@ std::vector<CheckpointInfo> Checkpointer::complete_checkpoints(const std::string
 std::vector<std::string> Checkpointer::clean_partial(const std::string& dir) {
     std::vector<std::string> removed;
     if (env_.rank() != 0) return removed;
+    Storage& storage = storage_of(dir);
     for (const auto& c : find_checkpoints(dir)) {
-        const auto name = run_folder::parse_checkpoint_name(fs::path(c.path).filename().string());
-        if (!name || name->kind != run_folder::CheckpointName::Kind::Temporary) continue;
-        storage_->remove_all(c.path);
+        const auto name = run_folder::parse_checkpoint_name(base_name(c.path));
+        // Remotely a step{N}/ without .metadata.json is an upload that did not finish (there is
+        // no rename): the remote form of step{N}-tmp.
+        const bool partial =
+            name &&
+            (name->kind == run_folder::CheckpointName::Kind::Temporary ||
+             (storage.remote() && !c.complete && c.problem.rfind("no .metadata.json", 0) == 0));
+        if (!partial) continue;
+        storage.remove_all(c.path);
         removed.push_back(c.path);
     }
     return removed;
@@ -294,27 +399,69 @@ run_folder::UnusableCheckpoint Checkpointer::set_aside_unusable(const std::strin
                                                                 const std::string& reason) {
     run_folder::UnusableCheckpoint record;
     if (env_.rank() != 0) return record;
+    Storage& storage = storage_of(dir);
     const std::string to = run_folder::unusable_path(
-        dir, [this](const std::string& p) { return storage_->exists(p); });
-    storage_->rename(dir, to);
+        dir, [&storage](const std::string& p) { return storage.exists(p); });
+    storage.rename(dir, to);
     record.time = run_folder::iso_time_now();
     record.step = folder_step(dir).value_or(-1);
     record.checkpoint = dir;
-    record.moved_to = fs::path(to).filename().string();
+    record.moved_to = base_name(to);
     record.reason = reason;
-    run_folder::write_record(run_folder::join(to, run_folder::kUnusableReasonFile), record);
+    if (storage.remote()) {
+        storage.write(run_folder::join(to, run_folder::kUnusableReasonFile),
+                      run_folder::to_json(record).dump(2) + "\n");
+    } else {
+        run_folder::write_record(run_folder::join(to, run_folder::kUnusableReasonFile), record);
+    }
     return record;
 }
 
 void Checkpointer::remove(const std::string& dir) {
     if (env_.rank() != 0) return;
+    Storage& storage = storage_of(dir);
+    if (storage.remote()) {
+        storage.remove_all(dir);  // .metadata.json first
+        return;
+    }
     std::error_code ec;
     fs::remove(run_folder::join(dir, run_folder::kCheckpointMetadataFile), ec);
-    storage_->remove_all(dir);
+    storage.remove_all(dir);
 }
 
 void Checkpointer::load(const std::string& dir, Stateful& state, bool load_trainer_state,
                         bool load_optim_state) {
+    if (Storage& storage = storage_of(dir); storage.remote()) {
+        // The files this rank reads, downloaded into the staging folder and read there; messages
+        // name the remote files.
+        const std::string local = run_folder::join(
+            staging_dir(), "load-rank" + std::to_string(env_.rank()) + "-" + base_name(dir));
+        auto remote_names = [&](std::string what) {
+            for (std::size_t pos; (pos = what.find(local)) != std::string::npos;)
+                what.replace(pos, local.size(), dir);
+            return what;
+        };
+        std::error_code ec;
+        try {
+            const auto problem = structural_problem(storage, dir);
+            if (!problem.empty())
+                throw UnusableCheckpointError(dir + ": not a complete checkpoint (" + problem +
+                                              ")");
+            download_folder(
+                storage, dir, local,
+                {run_folder::kCheckpointMetadataFile, run_folder::train_state_file(0),
+                 run_folder::train_state_file(env_.rank()), run_folder::kModelTensorFile});
+            load(local, state, load_trainer_state, load_optim_state);
+        } catch (const UnusableCheckpointError& e) {
+            fs::remove_all(local, ec);
+            throw UnusableCheckpointError(remote_names(e.what()));
+        } catch (const std::exception& e) {
+            fs::remove_all(local, ec);
+            throw Error(remote_names(e.what()));
+        }
+        fs::remove_all(local, ec);
+        return;
+    }
     if (const std::string problem = structural_problem(dir); !problem.empty())
         throw UnusableCheckpointError(dir + ": not a complete checkpoint (" + problem + ")");
     // A model-only checkpoint (lathe-engine import) has no trainer or optimizer state to load.
@@ -388,7 +535,63 @@ std::vector<std::string> verify_checkpoint(const std::string& dir) {
 
 }  // namespace
 
+namespace {
+nlohmann::json inspect_local(const std::string& dir, bool verify);
+}  // namespace
+
 nlohmann::json inspect_checkpoint(const std::string& dir, bool verify) {
+    const auto storage = storage_for(dir);
+    if (!storage->remote()) return inspect_local(dir, verify);
+    // Remote: the small files (and with verify, all) are downloaded and inspected locally; the
+    // files, sizes and completeness come from the remote listing.
+    const auto files = storage->files(dir);
+    std::set<std::string> names;
+    std::vector<std::string> wanted;
+    for (const auto& [name, bytes] : files) {
+        names.insert(name);
+        if (verify || name != run_folder::kModelTensorFile) wanted.push_back(name);
+    }
+    const std::string local =
+        (fs::temp_directory_path() /
+         ("lathe-inspect-" + std::to_string(::getpid()) + "-" + base_name(dir)))
+            .string();
+    nlohmann::json out;
+    std::error_code ec;
+    try {
+        if (!wanted.empty()) download_folder(*storage, dir, local, wanted);
+        out = inspect_local(local, verify);
+    } catch (...) {
+        fs::remove_all(local, ec);
+        throw;
+    }
+    fs::remove_all(local, ec);
+    auto remote_names = [&](std::string what) {
+        for (std::size_t pos; (pos = what.find(local)) != std::string::npos;)
+            what.replace(pos, local.size(), dir);
+        return what;
+    };
+    if (out.contains("problems"))
+        for (auto& p : out["problems"]) p = remote_names(p.get<std::string>());
+    out["path"] = dir;
+    out["remote"] = true;
+    const std::string problem =
+        files.empty() ? "nothing is stored there" : structural_problem(*storage, dir, &names);
+    out["complete"] = problem.empty();
+    if (!problem.empty()) out["problem"] = problem;
+    nlohmann::json list = nlohmann::json::array();
+    uint64_t total = 0;
+    for (const auto& [name, bytes] : files) {
+        list.push_back({{"file", name}, {"bytes", bytes}});
+        total += bytes;
+    }
+    out["files"] = list;
+    out["total_bytes"] = total;
+    return out;
+}
+
+namespace {
+
+nlohmann::json inspect_local(const std::string& dir, bool verify) {
     nlohmann::json out;
     out["path"] = dir;
     out["complete"] = Checkpointer::dir_is_checkpoint(dir);
@@ -456,5 +659,7 @@ nlohmann::json inspect_checkpoint(const std::string& dir, bool verify) {
     out["total_bytes"] = total;
     return out;
 }
+
+}  // namespace
 
 }  // namespace lathe::checkpoint

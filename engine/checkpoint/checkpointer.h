@@ -8,6 +8,11 @@
 //
 // Saves can be asynchronous: the state is copied on the training thread, then written by a
 // background thread; an error there surfaces at the next check with the file named.
+//
+// A remote save folder (s3://) has no renames: each rank writes its files into a local staging
+// folder, uploads them straight to step{N}/ and removes them; once every rank has succeeded, rank
+// 0 uploads .metadata.json. A remote step{N}/ without it is an upload that did not finish. Loads
+// download the files a rank needs into the staging folder and read them there.
 #pragma once
 
 #include "engine/checkpoint/stateful.h"
@@ -47,9 +52,13 @@ public:
 
 class Checkpointer {
 public:
+    /// `storage` replaces LocalStorage for local paths (tests); remote paths use storage_for().
     Checkpointer(dist::Environment& env, bool save_overwrite,
                  std::unique_ptr<Storage> storage = nullptr);
     ~Checkpointer();
+    /// A local folder for staging uploads and downloads of remote checkpoints (default: a folder
+    /// under the system's temporary folder).
+    void set_staging_dir(const std::string& dir) { staging_dir_ = dir; }
 
     /// Saves `state` (its tensors and its JSON state) to `dir`. With async, returns once the state
     /// is copied; `on_done(seconds)` runs on the background thread after the checkpoint is
@@ -84,7 +93,8 @@ public:
                                                       const std::string& reason);
     /// Deletes a checkpoint: metadata first, so it stops counting before its files go.
     void remove(const std::string& dir);
-    Storage& storage() { return *storage_; }
+    /// The storage of `path`: the local one, or that of its remote scheme.
+    Storage& storage_of(const std::string& path);
 
 private:
     struct Staged {
@@ -95,10 +105,15 @@ private:
         bool ephemeral = false;
     };
     void write(const Staged& s);
+    void write_remote(const Staged& s, Storage& remote);
+    std::string staging_dir() const;
 
     dist::Environment& env_;
     bool save_overwrite_;
     std::unique_ptr<Storage> storage_;
+    std::unique_ptr<Storage> remote_;
+    std::string remote_scheme_;
+    std::string staging_dir_;
     std::thread writer_;
     std::atomic<bool> writer_done_{false};
     std::exception_ptr writer_error_;

@@ -15,12 +15,13 @@ namespace lathe::checkpoint {
 
 namespace fs = std::filesystem;
 
-int64_t prepare_resume(const std::string& folder, const std::string& resume_dir,
-                       const config::Json& config) {
+int64_t prepare_resume(const std::string& folder, const std::string& checkpoint_folder,
+                       const std::string& resume_dir, const config::Json& config) {
     if (!Checkpointer::dir_is_checkpoint(resume_dir))
         throw Error("--resume-from " + resume_dir + ": not a complete checkpoint");
+    const auto storage = storage_for(resume_dir);
     const auto saved_state = nlohmann::json::parse(
-        run_folder::read_text_file(run_folder::join(resume_dir, run_folder::train_state_file(0))));
+        storage->read(run_folder::join(resume_dir, run_folder::train_state_file(0))));
     run_folder::ResumeEvent event;
     event.time = run_folder::iso_time_now();
     event.from_step = saved_state.at("global_step").get<int64_t>();
@@ -29,23 +30,27 @@ int64_t prepare_resume(const std::string& folder, const std::string& resume_dir,
     std::vector<config::ConfigDifference> changes;
     std::error_code ec;
     const std::string saved_config = run_folder::join(resume_dir, run_folder::kConfigFile);
-    if (fs::exists(saved_config, ec)) {
-        changes = config::diff_documents(
-            config::Json::parse(run_folder::read_text_file(saved_config)), config);
+    if (storage->exists(saved_config)) {
+        changes = config::diff_documents(config::Json::parse(storage->read(saved_config)), config);
     }
     if (const std::string refusal = config::resume_refusal(resume_dir, changes); !refusal.empty())
         throw Error(refusal);
 
-    if (fs::equivalent(fs::path(resume_dir).parent_path(), folder, ec)) {
-        for (const auto& c : Checkpointer::find_checkpoints(folder)) {
+    const bool own =
+        storage->remote()
+            ? parent_path(resume_dir) == parent_path(checkpoint_folder + "/x")
+            : fs::equivalent(fs::path(resume_dir).parent_path(), checkpoint_folder, ec);
+    if (own) {
+        for (const auto& c : Checkpointer::find_checkpoints(checkpoint_folder)) {
             if (c.step <= event.from_step) continue;
-            const std::string to = run_folder::abandoned_path(c.path, [](const std::string& p) {
-                std::error_code e;
-                return fs::exists(p, e);
-            });
-            fs::rename(c.path, to, ec);
-            if (ec) throw Error("cannot set aside " + c.path + ": " + ec.message());
-            event.abandoned.push_back(fs::path(to).filename().string());
+            const std::string to = run_folder::abandoned_path(
+                c.path, [&storage](const std::string& p) { return storage->exists(p); });
+            try {
+                storage->rename(c.path, to);
+            } catch (const std::exception& e) {
+                throw Error("cannot set aside " + c.path, e);
+            }
+            event.abandoned.push_back(base_name(to));
         }
     }
     for (const auto& c : changes) {

@@ -3,6 +3,8 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/run.h"
 #include "engine/config/io.h"
+#include "engine/run_folder/checkpoint_names.h"
+#include "engine/run_folder/layout.h"
 #include "engine/train/callbacks/builtin.h"
 #include "engine/train/trainer.h"
 #include "engine/util/error.h"
@@ -118,13 +120,19 @@ int cmd_bench(const Args& args) {
     cfg.trainer.no_checkpoints = true;
     cfg.trainer.no_evals = true;
     if (!with_callbacks) cfg.trainer.metrics_collect_interval = 1000000;
-    // Files (metrics, checkpoints) go to a scratch folder that is removed afterwards.
+    // Files (metrics, checkpoints) go to a scratch folder that is removed afterwards. A remote
+    // trainer.save_folder takes the checkpoints (--checkpoint-every measures remote saves); the
+    // ones the benchmark saved there are deleted afterwards as well.
     std::string scratch;
+    const std::string remote_folder =
+        checkpoint::is_remote_path(cfg.trainer.save_folder) ? cfg.trainer.save_folder : "";
     if (with_callbacks || ckpt_every > 0) {
         // One folder for every rank of the job: named after the job's port, or this process.
         const char* port = std::getenv("MASTER_PORT");
         scratch = std::string("/tmp/lathe-bench-") + (port ? port : std::to_string(::getpid()));
-        cfg.trainer.save_folder = scratch;
+        cfg.trainer.save_folder = remote_folder.empty() ? scratch : remote_folder;
+        cfg.trainer.work_dir = scratch;
+        if (!remote_folder.empty()) cfg.run_name = scratch.substr(scratch.rfind('/') + 1);
     } else {
         cfg.trainer.save_folder = "/nonexistent-bench";
     }
@@ -142,10 +150,11 @@ int cmd_bench(const Args& args) {
         std::chrono::steady_clock::time_point *t0 = nullptr, *t1 = nullptr;
         double* blocked = nullptr;
         int64_t* saves = nullptr;
+        std::vector<std::string>* saved = nullptr;
         void post_train_batch() override {
             if (ckpt_every <= 0 || step() <= warmup || (step() - warmup) % ckpt_every != 0) return;
             auto a = std::chrono::steady_clock::now();
-            trainer().save_checkpoint(false, async);
+            saved->push_back(trainer().save_checkpoint(false, async));
             *blocked += std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
             ++*saves;
         }
@@ -188,6 +197,8 @@ int cmd_bench(const Args& args) {
     timer->t1 = &t1;
     timer->blocked = &blocked_s;
     timer->saves = &saves;
+    std::vector<std::string> saved;
+    timer->saved = &saved;
     timer->sink_stats = &sink_stats;
     std::vector<std::pair<double, double>> peaks;  // per rank: RSS bytes, CUDA bytes
     timer->memory = p.has("--memory");
@@ -205,9 +216,21 @@ int cmd_bench(const Args& args) {
         tokens_per_step = t.data_loader().global_batch_size();
         world = t.env().world_size();
     };
-    int rc = run_worker(cfg, opts);
+    RunOptions remote_opts = opts;
+    if (!remote_folder.empty()) remote_opts.runs_dir = "/tmp";  // the run folder is the scratch
+    int rc = run_worker(cfg, remote_opts);
     const bool rank0 = !std::getenv("RANK") || std::string(std::getenv("RANK")) == "0";
     if (!scratch.empty() && rank0) std::filesystem::remove_all(scratch);
+    if (!remote_folder.empty() && rank0) {
+        for (const auto& dir : saved) {
+            try {
+                checkpoint::storage_for(dir)->remove_all(dir);
+            } catch (const std::exception& e) {
+                std::cerr << "lathe-engine bench: cannot remove " << dir << ": " << e.what()
+                          << "\n";
+            }
+        }
+    }
     if (rc != kExitOk) return rc;
     if (std::getenv("RANK") && std::string(std::getenv("RANK")) != "0") return kExitOk;
     double secs = std::chrono::duration<double>(t1 - t0).count();
@@ -276,21 +299,27 @@ int cmd_inspect(const Args& args) {
     }
     const std::string& path = paths[0];
     std::error_code ec;
-    if (!std::filesystem::is_directory(path, ec)) {
+    const bool remote = checkpoint::is_remote_path(path);
+    if (!remote && !std::filesystem::is_directory(path, ec)) {
         std::cerr << "lathe-engine inspect: " << path
                   << (std::filesystem::exists(path, ec)
                           ? ": is a file, not a checkpoint folder or run folder\n"
                           : ": no such folder\n");
         return kExitUsage;
     }
+    // One checkpoint, or a folder of them (a run folder, a remote checkpoint folder). An HTTP
+    // folder cannot be listed: it is taken as one checkpoint.
+    const auto storage = checkpoint::storage_for(path);
+    const bool one = (remote && path.rfind("s3://", 0) != 0) ||
+                     storage->exists(run_folder::join(path, run_folder::kCheckpointMetadataFile)) ||
+                     storage->exists(run_folder::join(path, run_folder::train_state_file(0)));
     nlohmann::json out;
     bool all_verified = true;
-    if (std::filesystem::exists(path + "/train", ec) ||
-        std::filesystem::exists(path + "/.metadata.json", ec)) {
+    if (one) {
         out = checkpoint::inspect_checkpoint(path, verify);
         all_verified = out.value("verified", false);
     } else {
-        out["run_folder"] = path;
+        out[remote ? "checkpoint_folder" : "run_folder"] = path;
         out["checkpoints"] = nlohmann::json::array();
         for (const auto& c : checkpoint::Checkpointer::find_checkpoints(path)) {
             auto info = checkpoint::inspect_checkpoint(c.path, verify && c.complete);

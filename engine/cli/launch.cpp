@@ -111,6 +111,7 @@ struct LaunchOptions {
     std::vector<std::string> worker_args;  // after the command
     std::string command = "train";         // the subcommand each worker runs
     std::string run_folder;                // where rank 0 writes status.json; empty for bench
+    std::string checkpoint_folder;         // trainer.save_folder when remote, else empty
 };
 
 // The master port: --master-port, else a free one. nullopt (with the message printed) when the
@@ -262,7 +263,8 @@ std::string stop_summary(const LaunchOptions& o) {
     if (o.run_folder.empty()) return {};
     const auto status = run_folder::read_record<run_folder::RunStatus>(
         run_folder::join(o.run_folder, run_folder::kStatusFile));
-    const auto saved = checkpoint::Checkpointer::complete_checkpoints(o.run_folder);
+    const auto saved = checkpoint::Checkpointer::complete_checkpoints(
+        o.checkpoint_folder.empty() ? o.run_folder : o.checkpoint_folder);
     if (saved.empty()) return "; no checkpoint saved";
     if (status && status->step == saved.back().step)
         return "; final checkpoint saved at step " + std::to_string(saved.back().step);
@@ -410,6 +412,8 @@ int cmd_launch(const Args& args) {
     }
     o.worker_args = rest;
     o.run_folder = resolve_save_folder(loaded.config, p.option("--runs-dir"));
+    if (checkpoint::is_remote_path(loaded.config.trainer.save_folder))
+        o.checkpoint_folder = loaded.config.trainer.save_folder;
     return run_launcher(o);
 }
 

@@ -33,7 +33,8 @@ namespace lathe::cli {
 namespace fs = std::filesystem;
 
 std::string resolve_save_folder(const config::ExperimentConfig& cfg, const std::string& runs_dir) {
-    if (!cfg.trainer.save_folder.empty()) return cfg.trainer.save_folder;
+    if (!cfg.trainer.save_folder.empty() && !checkpoint::is_remote_path(cfg.trainer.save_folder))
+        return cfg.trainer.save_folder;
     return run_folder::join(runs_dir.empty() ? run_folder::default_runs_root() : runs_dir,
                             cfg.run_name);
 }
@@ -153,14 +154,26 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     auto env = dist::prepare_training_environment(eo);
     const int rank = env->rank();
     const std::string folder = resolve_save_folder(cfg, opts.runs_dir);
-    cfg.trainer.save_folder = folder;  // config.json then resumes the same run
+    // config.json then resumes the same run (a remote folder stays as given: it holds only the
+    // checkpoints, and config.json records where they are).
+    const bool remote = checkpoint::is_remote_path(cfg.trainer.save_folder);
+    if (remote) {
+        if (checkpoint::storage_for(cfg.trainer.save_folder)->remote() &&
+            cfg.trainer.save_folder.rfind("s3://", 0) != 0)
+            throw Error("trainer.save_folder " + cfg.trainer.save_folder +
+                        ": HTTP folders are read only; save to a local or s3:// folder");
+    } else {
+        cfg.trainer.save_folder = folder;
+    }
+    const std::string checkpoint_folder = remote ? cfg.trainer.save_folder : folder;
     std::string log_file;
     if (!opts.bench) {
         // Only the logs folder now: config.json and status.json are written once the run has
         // started (run_status), so a start that fails leaves the run folder as it was.
         if (rank == 0) fs::create_directories(run_folder::join(folder, run_folder::kLogsDir));
         env->cpu_group().barrier();
-        if (env->distributed()) check_shared_folder(folder, *env);
+        // With a remote checkpoint folder each machine keeps its own run folder.
+        if (env->distributed() && !remote) check_shared_folder(folder, *env);
         log_file = run_folder::join(folder, run_folder::rank_log_file(rank));
     }
     log::setup(rank, dist::should_log(env->world(), cfg.launch.log_filter_type), log_file);
@@ -196,7 +209,9 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         trainer.add_callback("run_status", std::move(s));
     }
     if (!opts.resume_from.empty()) {
-        if (rank == 0) checkpoint::prepare_resume(folder, opts.resume_from, config::to_json(cfg));
+        if (rank == 0)
+            checkpoint::prepare_resume(folder, checkpoint_folder, opts.resume_from,
+                                       config::to_json(cfg));
         env->cpu_group().barrier();
         if (!trainer.maybe_load_checkpoint(opts.resume_from, true, true)) {
             throw Error("--resume-from " + opts.resume_from + ": no checkpoint loaded");
@@ -247,7 +262,8 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
             os << buf;
         }
         os << "  run folder: " << folder << "\n";
-        auto cks = checkpoint::Checkpointer::complete_checkpoints(folder);
+        if (remote) os << "  checkpoints: " << checkpoint_folder << "\n";
+        auto cks = checkpoint::Checkpointer::complete_checkpoints(checkpoint_folder);
         if (!cks.empty()) {
             os << "  latest checkpoint: " << cks.back().path << "\n";
             if (trainer.global_step() < trainer.max_steps()) {

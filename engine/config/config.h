@@ -556,6 +556,7 @@ struct CheckpointerConfig {
     CheckpointRemovalStrategy remove = CheckpointRemovalStrategy::ephemeral_only;
     std::optional<int64_t> max_checkpoints = 3;
     std::vector<int64_t> fixed_steps;
+    int64_t max_failed_saves = 0;
 
     template <class V>
     void visit(V& v) {
@@ -574,6 +575,10 @@ struct CheckpointerConfig {
                 {"Permanent checkpoints kept; null keeps all.", Bounds::at_least(1)});
         v.field("fixed_steps", fixed_steps,
                 {"Extra steps that always get a permanent checkpoint.", Bounds::at_least(1)});
+        v.field("max_failed_saves", max_failed_saves,
+                {"Failed saves in a row that training outlives with an error logged (a bucket "
+                 "that is down); the next failure stops it. 0 stops at the first.",
+                 Bounds::at_least(0)});
     }
 };
 
@@ -749,6 +754,35 @@ struct CallbacksConfig {
     }
 };
 
+/// How checkpoints move to and from a remote folder (s3://, http(s)://). Credentials are never
+/// here: they come from the AWS environment variables and files (docs/checkpoint-format.md).
+struct RemoteConfig {
+    int64_t max_retries = 5;
+    double retry_delay_s = 0.5;
+    double stall_timeout_s = 60;
+    int64_t part_size_mb = 64;
+    int64_t parallel_transfers = 4;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("max_retries", max_retries,
+                {"Retries of a request that failed with a 5xx answer, a timeout or a reset.",
+                 Bounds::between(0, 100)});
+        v.field("retry_delay_s", retry_delay_s,
+                {"Seconds before the first retry; doubled for each next one (at most 30 s).",
+                 Bounds::at_least(0)});
+        v.field("stall_timeout_s", stall_timeout_s,
+                {"A transfer that moves no byte for this many seconds is cut and retried.",
+                 Bounds::positive()});
+        v.field("part_size_mb", part_size_mb,
+                {"Files larger than this are uploaded in parts of this size (MiB) and downloaded "
+                 "in ranges of it.",
+                 Bounds::between(5, 5120)});
+        v.field("parallel_transfers", parallel_transfers,
+                {"Parts or ranges of one file moved at the same time.", Bounds::between(1, 64)});
+    }
+};
+
 /// OLMo-core's TrainerConfig.
 struct TrainerConfig {
     std::string save_folder;
@@ -767,11 +801,14 @@ struct TrainerConfig {
     bool no_checkpoints = false;
     bool no_evals = false;
     std::vector<StepSkipRange> steps_to_skip;
+    RemoteConfig remote;
 
     template <class V>
     void visit(V& v) {
         v.field("save_folder", save_folder,
-                {"Run folder: checkpoints, metrics and logs. Empty means <runs dir>/<run_name>.",
+                {"Run folder: checkpoints, metrics and logs. Empty means <runs dir>/<run_name>. "
+                 "An s3:// folder takes the checkpoints only; metrics and logs stay in "
+                 "<runs dir>/<run_name>.",
                  {},
                  "path"});
         v.field("work_dir", work_dir,
@@ -809,6 +846,7 @@ struct TrainerConfig {
         v.field("no_evals", no_evals, {"Disable evaluator callbacks.", {}});
         v.field("steps_to_skip", steps_to_skip,
                 {"Step ranges whose batches are consumed but not trained on.", {}});
+        v.field("remote", remote, {"Transfers to and from remote checkpoint folders."});
     }
 };
 

@@ -34,7 +34,8 @@ ResumeChangeKind resume_change_kind(const std::string& path) {
         path == "train_module.max_sequence_length")
         return ResumeChangeKind::Unsafe;
     if (path == "run_name" || path == "trainer.save_folder" || starts_with(path, "trainer.load_") ||
-        path == "trainer.hard_stop" || starts_with(path, "launch."))
+        starts_with(path, "trainer.remote.") || path == "trainer.hard_stop" ||
+        starts_with(path, "launch."))
         return ResumeChangeKind::Ignored;
     return ResumeChangeKind::Changed;
 }

@@ -5,6 +5,7 @@
 #include "engine/config/io.h"
 #include "engine/hf/convert.h"
 #include "engine/hf/olmo2.h"
+#include "engine/remote/s3.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
@@ -105,7 +106,22 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, dist::Environment& env,
       train_module_(train_module),
       data_loader_(data_loader),
       save_folder_(std::move(save_folder)) {
+    checkpoint_folder_ = checkpoint::is_remote_path(cfg.trainer.save_folder)
+                             ? cfg.trainer.save_folder
+                             : save_folder_;
+    while (checkpoint_folder_.size() > 1 && checkpoint_folder_.back() == '/')
+        checkpoint_folder_.pop_back();
+    const auto& r = cfg.trainer.remote;
+    remote::TransferOptions transfer;
+    transfer.max_retries = static_cast<int>(r.max_retries);
+    transfer.retry_delay_s = r.retry_delay_s;
+    transfer.stall_timeout_s = r.stall_timeout_s;
+    transfer.part_size = static_cast<uint64_t>(r.part_size_mb) << 20;
+    transfer.parallel = static_cast<int>(r.parallel_transfers);
+    remote::set_transfer_options(transfer);
     checkpointer_ = std::make_unique<checkpoint::Checkpointer>(env, cfg.trainer.save_overwrite);
+    // Remote saves are staged here, on this machine's disk, and uploaded from there.
+    checkpointer_->set_staging_dir(run_folder::join(work_dir(), ".checkpoint-staging"));
     bookkeeper_ = std::make_unique<metrics::Bookkeeper>(
         cfg.trainer.async_bookkeeping.value_or(true),
         static_cast<double>(cfg.trainer.bookkeeping_soft_timeout));
@@ -387,34 +403,36 @@ void Trainer::fit() {
     const auto& t = cfg_.trainer;
     if (!t.no_checkpoints && t.load_strategy != config::LoadStrategy::never) {
         if (!checkpoint_loaded_) {
-            for (const auto& p : checkpointer_->clean_partial(save_folder_))
+            for (const auto& p : checkpointer_->clean_partial(checkpoint_folder_))
                 log::warn("removed partial checkpoint {}", p);
             // A step{N} folder that is not a whole checkpoint (a save cut off after its rename, a
             // garbage .metadata.json) may still hold good tensors: set aside, never deleted.
             if (env_.rank() == 0) {
-                for (const auto& c : checkpoint::Checkpointer::find_checkpoints(save_folder_)) {
-                    const auto name = run_folder::parse_checkpoint_name(
-                        std::filesystem::path(c.path).filename().string());
+                for (const auto& c :
+                     checkpoint::Checkpointer::find_checkpoints(checkpoint_folder_)) {
+                    const auto name =
+                        run_folder::parse_checkpoint_name(checkpoint::base_name(c.path));
                     if (!c.complete && name &&
                         name->kind == run_folder::CheckpointName::Kind::Saved)
                         set_aside_unusable(*checkpointer_, save_folder_, c.path, c.problem);
                 }
             }
             env_.cpu_group().barrier();
-            maybe_load_checkpoint(save_folder_, true, true);
+            maybe_load_checkpoint(checkpoint_folder_, true, true);
         }
         if (t.load_path) {
             if (!checkpoint_loaded_) {
                 maybe_load_checkpoint(*t.load_path, t.load_trainer_state, t.load_optim_state);
             } else {
                 log::warn("ignoring load_path {}: a checkpoint was found in {}", *t.load_path,
-                          save_folder_);
+                          checkpoint_folder_);
             }
         }
         if (!checkpoint_loaded_) {
             if (t.load_strategy == config::LoadStrategy::always) {
                 throw Error("load_strategy is always but no checkpoint was found in " +
-                            save_folder_ + (t.load_path ? " or " + *t.load_path : std::string()));
+                            checkpoint_folder_ +
+                            (t.load_path ? " or " + *t.load_path : std::string()));
             }
             log::info("no checkpoint found: training from scratch");
         }
@@ -622,7 +640,7 @@ void Trainer::load_state_dict(const nlohmann::json& s) {
 
 std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
     std::string dir =
-        run_folder::join(save_folder_, run_folder::checkpoint_folder_name(global_step_));
+        run_folder::join(checkpoint_folder_, run_folder::checkpoint_folder_name(global_step_));
     // Metrics first, so callback state tied to them is current in the checkpoint.
     flush_metrics(/*before_current_step=*/true);
     bookkeeper_->join();
@@ -688,7 +706,8 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
         auto found = checkpoint::Checkpointer::complete_checkpoints(dir);
         for (auto it = found.rbegin(); it != found.rend(); ++it) candidates.push_back(it->path);
         std::error_code ec;
-        if (found.empty() && std::filesystem::exists(dir + "/model_and_optim", ec)) {
+        if (found.empty() && !checkpoint::is_remote_path(dir) &&
+            std::filesystem::exists(dir + "/model_and_optim", ec)) {
             throw Error(dir + ": not a complete checkpoint (no .metadata.json)");
         }
     }
@@ -696,7 +715,11 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
     // whatever the load strategy: the run then trains past that step again on its own. Elsewhere
     // (load_path) nothing is moved; if_available falls back, always stops.
     std::error_code ec;
-    const bool own_folder = scanning && std::filesystem::equivalent(dir, save_folder_, ec);
+    const bool own_folder =
+        scanning && (checkpoint::is_remote_path(dir)
+                         ? checkpoint::parent_path(dir + "/x") ==
+                               checkpoint::parent_path(checkpoint_folder_ + "/x")
+                         : std::filesystem::equivalent(dir, checkpoint_folder_, ec));
     const auto& group = env_.cpu_group();
     for (std::size_t i = 0; i < candidates.size(); ++i) {
         const auto& path = candidates[i];

@@ -108,7 +108,7 @@ public:
     bool training_complete();
 
     // ---- checkpoints ----
-    /// Saves save_folder/step{N}; returns the path (async saves complete in the background).
+    /// Saves checkpoint_folder/step{N}; returns the path (async saves complete in the background).
     std::string save_checkpoint(bool ephemeral, bool async);
     /// Seconds the latest completed save took to write (for an async save, on the writer thread);
     /// set before post_checkpoint_saved() runs, so callbacks can report it.
@@ -131,7 +131,11 @@ public:
     dist::Environment& env() { return env_; }
     TransformerTrainModule& train_module() { return train_module_; }
     data::DataLoader& data_loader() { return data_loader_; }
+    /// The run folder (local): metrics, logs, status, and the checkpoints unless
+    /// trainer.save_folder is remote.
     const std::string& save_folder() const { return save_folder_; }
+    /// Where checkpoints go: trainer.save_folder when it is remote (s3://), else the run folder.
+    const std::string& checkpoint_folder() const { return checkpoint_folder_; }
     /// trainer.work_dir, or the save folder: where callbacks put working files.
     std::string work_dir() const { return cfg_.trainer.work_dir.value_or(save_folder_); }
     /// Copies `relative` (a path under work_dir) to the same path under the save folder, whole or
@@ -160,6 +164,7 @@ private:
     TransformerTrainModule& train_module_;
     data::DataLoader& data_loader_;
     std::string save_folder_;
+    std::string checkpoint_folder_;
     std::string tokenizer_file_;  ///< dataset.tokenizer's bytes, read at the first save
     std::unique_ptr<checkpoint::Checkpointer> checkpointer_;
     std::unique_ptr<metrics::Bookkeeper> bookkeeper_;

@@ -1,6 +1,7 @@
 #include "ui/checkpoints/checkpoint_info.h"
 
 #include "engine/run_folder/checkpoint_names.h"
+#include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
 #include "engine/run_folder/tensor_file_header.h"
 
@@ -8,6 +9,7 @@
 #include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 
@@ -55,7 +57,65 @@ bool CheckpointInfo::operator==(const CheckpointInfo& o) const {
     return name == o.name && path == o.path && step == o.step && status == o.status &&
            reason == o.reason && ephemeral == o.ephemeral && tokens == o.tokens &&
            worldSize == o.worldSize && time == o.time && sizeBytes == o.sizeBytes &&
-           abandoned == o.abandoned;
+           abandoned == o.abandoned && remote == o.remote;
+}
+
+bool isRemotePath(const QString& path) {
+    return path.startsWith(QLatin1String("s3://")) || path.startsWith(QLatin1String("http://")) ||
+           path.startsWith(QLatin1String("https://"));
+}
+
+QString remoteCheckpointFolder(const QString& runDir) {
+    QString error;
+    const QJsonObject config =
+        readObject(QDir(runDir).filePath(QString::fromLatin1(run_folder::kConfigFile)), &error);
+    QString folder = config.value(QStringLiteral("trainer"))
+                         .toObject()
+                         .value(QStringLiteral("save_folder"))
+                         .toString();
+    while (folder.endsWith(QLatin1Char('/'))) folder.chop(1);
+    return isRemotePath(folder) ? folder : QString();
+}
+
+QVector<CheckpointInfo> checkpointsFromInspect(const QByteArray& json, QString* error) {
+    QJsonParseError pe;
+    const QJsonDocument doc = QJsonDocument::fromJson(json, &pe);
+    const QJsonArray list = doc.object().value(QStringLiteral("checkpoints")).toArray();
+    if (pe.error != QJsonParseError::NoError ||
+        !doc.object().contains(QStringLiteral("checkpoints"))) {
+        if (error)
+            *error = pe.error != QJsonParseError::NoError
+                         ? pe.errorString()
+                         : QObject::tr("the engine's answer lists no checkpoints");
+        return {};
+    }
+    QVector<CheckpointInfo> out;
+    for (const QJsonValue& v : list) {
+        const QJsonObject o = v.toObject();
+        CheckpointInfo c;
+        c.path = o.value(QStringLiteral("path")).toString();
+        QString name = c.path;
+        while (name.endsWith(QLatin1Char('/'))) name.chop(1);
+        c.name = name.mid(name.lastIndexOf(QLatin1Char('/')) + 1);
+        const auto parsed = run_folder::parse_checkpoint_name(c.name.toStdString());
+        if (!parsed) continue;
+        c.step = parsed->step;
+        c.remote = true;
+        c.status = o.value(QStringLiteral("complete")).toBool() ? CheckpointInfo::Status::Complete
+                                                                : CheckpointInfo::Status::Partial;
+        c.reason = o.value(QStringLiteral("problem")).toString();
+        const QJsonObject meta = o.value(QStringLiteral("metadata")).toObject();
+        c.ephemeral = meta.value(QStringLiteral("ephemeral")).toBool();
+        c.worldSize = meta.value(QStringLiteral("world_size")).toInt();
+        c.tokens =
+            static_cast<qint64>(o.value(QStringLiteral("global_train_tokens_seen")).toDouble(-1));
+        c.sizeBytes = static_cast<qint64>(o.value(QStringLiteral("total_bytes")).toDouble());
+        out.push_back(c);
+    }
+    std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
+        return a.step != b.step ? a.step < b.step : a.name < b.name;
+    });
+    return out;
 }
 
 QString checkpointStatusName(CheckpointInfo::Status status) {

@@ -36,6 +36,7 @@ struct CheckpointInfo {
     QDateTime time;      ///< when it was completed (.metadata.json), else the folder's mtime
     qint64 sizeBytes = 0;
     bool abandoned = false;  ///< an abandoned one, usable or not
+    bool remote = false;     ///< in a remote folder (s3://, http(s)://): listed by the engine
 
     /// Complete and every check passed: "Resume" continues the run from it.
     bool canResume() const { return status == Status::Complete; }
@@ -56,6 +57,15 @@ bool isCheckpointName(const QString& folderName);
 CheckpointInfo inspectCheckpoint(const QString& dir);
 /// Every checkpoint folder of a run, by step (then name).
 QVector<CheckpointInfo> scanCheckpoints(const QString& runDir);
+
+/// Whether `path` names a remote checkpoint folder (s3://, http://, https://).
+bool isRemotePath(const QString& path);
+/// The remote folder a run keeps its checkpoints in: trainer.save_folder of its config.json when
+/// that is remote; empty for a run whose checkpoints are in its own folder.
+QString remoteCheckpointFolder(const QString& runDir);
+/// The checkpoints of `lathe-engine inspect REMOTE_FOLDER`'s output (JSON); empty with `error`
+/// when it is not that.
+QVector<CheckpointInfo> checkpointsFromInspect(const QByteArray& json, QString* error = nullptr);
 
 /// Structural checks of a Lathe tensor file; empty when whole, otherwise the reason.
 QString checkTensorFile(const QString& path);

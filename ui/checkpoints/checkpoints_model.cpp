@@ -1,16 +1,36 @@
 #include "ui/checkpoints/checkpoints_model.h"
 
+#include "ui/control/run_controller.h"
 #include "ui/runs/run_format.h"
 
 #include <QBrush>
+#include <QDeadlineTimer>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QFileSystemWatcher>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
 #include <QThread>
 #include <QTimer>
 
 namespace lathe::ui {
 namespace {
+
+qint64 nowMs() {
+    static QElapsedTimer clock;
+    if (!clock.isValid()) clock.start();
+    return clock.elapsed();
+}
+
+// The engine's last error line, for a message.
+QString lastLine(QProcess* p) {
+    const QStringList lines =
+        QString::fromUtf8(p->readAllStandardError()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    return lines.isEmpty() ? p->errorString() : lines.back();
+}
 
 qint64 mtime(const QString& path) {
     const QFileInfo fi(path);
@@ -41,7 +61,13 @@ CheckpointsModel::CheckpointsModel(QObject* parent)
     soon_ = new QTimer(this);
     soon_->setSingleShot(true);
     soon_->setInterval(100);
-    connect(timer_, &QTimer::timeout, this, &CheckpointsModel::refresh);
+    connect(timer_, &QTimer::timeout, this, [this] {
+        // A remote listing is a request to a server: not every few seconds.
+        if (!remoteFolder_.isEmpty() && lastListingMs_ >= 0 &&
+            nowMs() - lastListingMs_ < kRemoteRefreshMs)
+            return;
+        refresh();
+    });
     connect(soon_, &QTimer::timeout, this, &CheckpointsModel::refresh);
     connect(watcher_, &QFileSystemWatcher::directoryChanged, this, [this] {
         if (!soon_->isActive()) soon_->start();
@@ -50,6 +76,8 @@ CheckpointsModel::CheckpointsModel(QObject* parent)
 
 CheckpointsModel::~CheckpointsModel() {
     cancel_->store(true);
+    for (QProcess* p : remoteVerifying_) p->disconnect(this);
+    if (listing_) listing_->disconnect(this);
     for (QThread* t : std::as_const(running_)) {
         t->disconnect(this);
         t->wait();
@@ -67,6 +95,9 @@ void CheckpointsModel::setRunDir(const QString& runDir) {
     runDir_ = abs;
     rows_.clear();
     stamps_.clear();
+    remoteFolder_.clear();
+    remoteError_.clear();
+    lastListingMs_ = -1;
     endResetModel();
     if (!watcher_->directories().isEmpty()) watcher_->removePaths(watcher_->directories());
     if (!runDir_.isEmpty() && QFileInfo(runDir_).isDir()) watcher_->addPath(runDir_);
@@ -98,6 +129,12 @@ CheckpointsModel::Stamp CheckpointsModel::stampOf(const QString& path) {
 
 void CheckpointsModel::refresh() {
     if (runDir_.isEmpty()) return;
+    // The run's config.json says where its checkpoints are (it appears when the run starts).
+    if (remoteFolder_.isEmpty()) remoteFolder_ = remoteCheckpointFolder(runDir_);
+    if (!remoteFolder_.isEmpty()) {
+        refreshRemote();
+        return;
+    }
     QStringList present;
     const QDir d(runDir_);
     for (const QString& name :
@@ -138,6 +175,91 @@ void CheckpointsModel::refresh() {
     if (watcher_->directories().isEmpty() && QFileInfo(runDir_).isDir()) watcher_->addPath(runDir_);
 }
 
+void CheckpointsModel::refreshRemote() {
+    if (listing_) return;  // one listing at a time; its answer arrives in remoteListed()
+    listing_ = new QProcess(this);
+    listing_->setProgram(RunController::findEngine());
+    listing_->setArguments({QStringLiteral("inspect"), remoteFolder_});
+    const QString folder = remoteFolder_;
+    QProcess* p = listing_;
+    auto finish = [this, p, folder](bool ok) {
+        if (listing_ != p) return;
+        listing_ = nullptr;
+        p->deleteLater();
+        lastListingMs_ = nowMs();
+        if (folder != remoteFolder_) return;  // another run was chosen meanwhile
+        if (!ok) {
+            remoteError_ = tr("cannot list %1: %2").arg(folder, lastLine(p));
+        } else {
+            QString error;
+            const auto rows = checkpointsFromInspect(p->readAllStandardOutput(), &error);
+            remoteError_ =
+                error.isEmpty() ? QString() : tr("cannot list %1: %2").arg(folder, error);
+            if (error.isEmpty()) applyRemoteRows(rows);
+        }
+        Q_EMIT remoteListed();
+    };
+    connect(p, &QProcess::finished, this, [finish](int code, QProcess::ExitStatus status) {
+        finish(status == QProcess::NormalExit && code == 0);
+    });
+    connect(p, &QProcess::errorOccurred, this, [finish](QProcess::ProcessError e) {
+        if (e == QProcess::FailedToStart) finish(false);
+    });
+    p->start();
+}
+
+void CheckpointsModel::applyRemoteRows(const QVector<CheckpointInfo>& rows) {
+    bool samePaths = rows.size() == rows_.size();
+    for (int i = 0; samePaths && i < rows.size(); ++i) samePaths = rows[i].path == rows_[i].path;
+    if (!samePaths) {
+        // Rows come and go rarely (a save, a removal): a reset is simplest and keeps the order.
+        beginResetModel();
+        rows_ = rows;
+        stamps_ = QVector<Stamp>(rows.size());
+        endResetModel();
+        return;
+    }
+    for (int row = 0; row < rows.size(); ++row) {
+        if (rows[row] == rows_[row]) continue;
+        rows_[row] = rows[row];
+        Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
+    }
+}
+
+void CheckpointsModel::verifyRemote(const QString& path) {
+    auto* p = new QProcess(this);
+    p->setProgram(RunController::findEngine());
+    p->setArguments({QStringLiteral("inspect"), QStringLiteral("--verify"), path});
+    remoteVerifying_.insert(path, p);
+    auto finish = [this, p, path] {
+        if (remoteVerifying_.value(path) != p) return;
+        remoteVerifying_.remove(path);
+        p->deleteLater();
+        const QJsonObject out = QJsonDocument::fromJson(p->readAllStandardOutput()).object();
+        QString problem;
+        if (!out.contains(QStringLiteral("verified"))) {
+            problem = tr("not verified: %1").arg(lastLine(p));
+        } else if (!out.value(QStringLiteral("verified")).toBool()) {
+            QStringList problems;
+            for (const QJsonValue& v : out.value(QStringLiteral("problems")).toArray())
+                problems << v.toString();
+            problem =
+                problems.isEmpty() ? tr("did not verify") : problems.join(QStringLiteral("; "));
+        }
+        crcProblems_.insert(path, problem);
+        const int row = rowOf(path);
+        if (row >= 0) Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
+        Q_EMIT verified(path, problem);
+    };
+    connect(p, &QProcess::finished, this, finish);
+    connect(p, &QProcess::errorOccurred, this, [finish](QProcess::ProcessError e) {
+        if (e == QProcess::FailedToStart) finish();
+    });
+    p->start();
+    const int row = rowOf(path);
+    if (row >= 0) Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
+}
+
 CheckpointInfo CheckpointsModel::checkpoint(int row) const {
     CheckpointInfo c = rows_.at(row);
     const QString problem = crcProblems_.value(c.path);
@@ -151,6 +273,7 @@ CheckpointInfo CheckpointsModel::checkpoint(int row) const {
 int CheckpointsModel::rowOf(const QString& pathOrName) const {
     for (int i = 0; i < rows_.size(); ++i)
         if (rows_[i].path == pathOrName || rows_[i].name == pathOrName) return i;
+    if (isRemotePath(pathOrName)) return -1;
     const QString abs = QFileInfo(pathOrName).absoluteFilePath();
     for (int i = 0; i < rows_.size(); ++i)
         if (rows_[i].path == abs) return i;
@@ -162,6 +285,13 @@ bool CheckpointsModel::remove(int row, QString* error) {
         if (error) *error = tr("no such checkpoint");
         return false;
     }
+    if (rows_[row].remote) {
+        if (error)
+            *error = tr("%1 is in a remote folder: the run's retention (max_checkpoints) or the "
+                        "bucket's own tools remove it")
+                         .arg(rows_[row].path);
+        return false;
+    }
     const bool ok = removeCheckpoint(rows_[row].path, error);
     refresh();
     return ok;
@@ -170,7 +300,11 @@ bool CheckpointsModel::remove(int row, QString* error) {
 void CheckpointsModel::verify(int row) {
     if (row < 0 || row >= rows_.size()) return;
     const QString path = rows_[row].path;
-    if (running_.contains(path)) return;
+    if (isVerifying(path)) return;
+    if (rows_[row].remote) {
+        verifyRemote(path);
+        return;
+    }
     auto cancel = cancel_;
     QThread* t = QThread::create([this, path, cancel] {
         const QString problem =

@@ -77,11 +77,21 @@ CheckpointsPanel::CheckpointsPanel(CheckpointsModel* model, QWidget* parent)
     });
     connect(model_, &QAbstractItemModel::dataChanged, this, &CheckpointsPanel::updateButtons);
     connect(model_, &QAbstractItemModel::rowsRemoved, this, &CheckpointsPanel::updateButtons);
-    connect(model_, &QAbstractItemModel::modelReset, this, [this] {
-        title_->setText(model_->runDir().isEmpty()
-                            ? tr("Select a run to see its checkpoints.")
-                            : tr("Checkpoints of <b>%1</b>")
-                                  .arg(QFileInfo(model_->runDir()).fileName().toHtmlEscaped()));
+    auto updateTitle = [this] {
+        QString text = model_->runDir().isEmpty()
+                           ? tr("Select a run to see its checkpoints.")
+                           : tr("Checkpoints of <b>%1</b>")
+                                 .arg(QFileInfo(model_->runDir()).fileName().toHtmlEscaped());
+        if (!model_->remoteFolder().isEmpty())
+            text += tr(" in %1").arg(model_->remoteFolder().toHtmlEscaped());
+        if (!model_->remoteError().isEmpty())
+            text += QStringLiteral("<br><span style=\"color:#c62828\">%1</span>")
+                        .arg(model_->remoteError().toHtmlEscaped());
+        title_->setText(text);
+    };
+    connect(model_, &CheckpointsModel::remoteListed, this, updateTitle);
+    connect(model_, &QAbstractItemModel::modelReset, this, [this, updateTitle] {
+        updateTitle();
         updateButtons();
         Q_EMIT currentCheckpointChanged(currentCheckpoint());
     });
@@ -129,7 +139,12 @@ void CheckpointsPanel::updateButtons() {
     editResume_->setEnabled(resumeNew_->isEnabled());
     verify_->setEnabled(any && resumeNew_->isEnabled() &&
                         !model_->isVerifying(i.data(CheckpointsModel::PathRole).toString()));
-    delete_->setEnabled(any);
+    const bool remote = any && model_->checkpoint(i.row()).remote;
+    delete_->setEnabled(any && !remote);
+    delete_->setToolTip(remote ? tr("Remote checkpoints are removed by the run's retention or the "
+                                    "bucket's own tools")
+                               : QString());
+    folder_->setEnabled(!remote);
     const QString reason = any ? model_->checkpoint(i.row()).reason : QString();
     resume_->setToolTip(resume_->isEnabled() || reason.isEmpty()
                             ? tr("Continue this run from exactly this checkpoint (newer ones are "

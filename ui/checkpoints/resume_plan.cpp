@@ -42,6 +42,37 @@ std::optional<ResumePlan> ResumePlan::fromCheckpoint(const QString& checkpointDi
     return p;
 }
 
+std::optional<ResumePlan> ResumePlan::fromRemoteCheckpoint(const CheckpointInfo& info,
+                                                           const QString& runDir, QString* error) {
+    auto fail = [&](const QString& why) {
+        if (error) *error = why;
+        return std::nullopt;
+    };
+    if (!info.remote || info.step < 0)
+        return fail(QObject::tr("%1 is not a remote checkpoint").arg(info.path));
+    if (!info.canResumeAsNewRun())
+        return fail(QObject::tr("checkpoint %1 is %2: %3")
+                        .arg(info.name, checkpointStatusName(info.status), info.reason));
+    ResumePlan p;
+    p.checkpointDir_ = info.path;
+    p.runDir_ = QFileInfo(runDir).absoluteFilePath();
+    p.runName_ = QFileInfo(p.runDir_).fileName();
+    p.runsRoot_ = QFileInfo(p.runDir_).absolutePath();
+    p.step_ = info.step;
+    p.tokens_ = info.tokens;
+    p.worldSize_ = std::max(1, info.worldSize);
+    p.remoteFolder_ = remoteCheckpointFolder(p.runDir_);
+    const RunInfo run = readRunInfo(p.runDir_);
+    if (run.worldSize > 0) p.worldSize_ = run.worldSize;
+    QString why;
+    if (!readJsonFile(QDir(p.runDir_).filePath(QString::fromLatin1(run_folder::kConfigFile)),
+                      p.base_, &why))
+        return fail(QObject::tr("no config to resume with: %1").arg(why));
+    if (p.base_.contains("run_name") && p.base_["run_name"].is_string())
+        p.runName_ = QString::fromStdString(p.base_["run_name"].get<std::string>());
+    return p;
+}
+
 QString ResumePlan::suggestNewRunName(const QString& runsRoot, const QString& runName,
                                       qint64 step) {
     const QString base = QStringLiteral("%1-from-step%2").arg(runName).arg(step);
@@ -79,7 +110,10 @@ std::optional<ResumePlan::Launch> ResumePlan::prepareLaunch(const Json& edited, 
     if (mode == Mode::SameRun) {
         // The same folder and name: the engine continues this run.
         l.config["run_name"] = runName_.toStdString();
-        l.config["trainer"]["save_folder"] = runDir_.toStdString();
+        // A remote run keeps its checkpoints where they are; its run folder follows from the
+        // runs root and the name.
+        l.config["trainer"]["save_folder"] =
+            (remoteFolder_.isEmpty() ? runDir_ : remoteFolder_).toStdString();
         l.options.resumeFrom = checkpointDir_;
         l.runDir = runDir_;
         return l;

@@ -17,6 +17,7 @@
 
 #include "engine/config/diff.h"
 #include "engine/config/io.h"
+#include "ui/checkpoints/checkpoint_info.h"
 #include "ui/control/run_controller.h"
 
 #include <QString>
@@ -51,6 +52,12 @@ public:
     /// .metadata.json for the world size). nullopt with `error` when it cannot resume.
     static std::optional<ResumePlan> fromCheckpoint(const QString& checkpointDir,
                                                     QString* error = nullptr);
+    /// The same for a checkpoint of a remote folder (s3://), as the engine listed it, of the run
+    /// in the local folder `runDir` (whose config.json is the base). Resuming the same run keeps
+    /// the remote save folder.
+    static std::optional<ResumePlan> fromRemoteCheckpoint(const CheckpointInfo& info,
+                                                          const QString& runDir,
+                                                          QString* error = nullptr);
 
     /// "<run>-from-step<N>", with "-2", "-3"... when taken.
     static QString suggestNewRunName(const QString& runsRoot, const QString& runName, qint64 step);
@@ -78,6 +85,7 @@ public:
 private:
     Json base_;
     QString checkpointDir_, runDir_, runName_, runsRoot_;
+    QString remoteFolder_;  ///< the run's remote save folder; empty for a local run
     qint64 step_ = 0;
     qint64 tokens_ = -1;
     int worldSize_ = 1;

@@ -23,7 +23,8 @@ public:
         if (t.checkpoint_loaded()) latest_saved_ = step();
         // Leftover checkpoints of an earlier run that this policy would have removed.
         if (cfg_.remove != config::CheckpointRemovalStrategy::never) {
-            for (const auto& c : checkpoint::Checkpointer::complete_checkpoints(t.save_folder())) {
+            for (const auto& c :
+                 checkpoint::Checkpointer::complete_checkpoints(t.checkpoint_folder())) {
                 if (c.step == 0 || c.step > step() || is_permanent_step(c.step)) continue;
                 if (cfg_.remove == config::CheckpointRemovalStrategy::all_non_permanent ||
                     c.ephemeral) {
@@ -31,7 +32,8 @@ public:
                 }
             }
         }
-        for (const auto& c : checkpoint::Checkpointer::complete_checkpoints(t.save_folder())) {
+        for (const auto& c :
+             checkpoint::Checkpointer::complete_checkpoints(t.checkpoint_folder())) {
             if (!c.ephemeral && c.step <= step()) permanent_.push_back(c.path);
         }
         if (step() == 0 && cfg_.pre_train_checkpoint.value_or(!t.checkpoint_loaded())) save(false);
@@ -39,7 +41,10 @@ public:
 
     void post_train_batch() override {
         auto& t = trainer();
-        t.checkpointer().poll();  // an error of the previous async save surfaces here
+        // An error of the previous async save surfaces here.
+        guarded([&] {
+            if (t.checkpointer().poll()) succeeded();
+        });
         const int64_t s = step();
         bool fixed = std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) !=
                      cfg_.fixed_steps.end();
@@ -59,7 +64,10 @@ public:
             // Final checkpoint: synchronous, so it is complete when the process exits.
             save(false, /*force_sync=*/true);
         }
-        t.checkpointer().wait();
+        guarded([&] {
+            t.checkpointer().wait();
+            succeeded();
+        });
     }
 
     void close() override { remove_scheduled(/*all=*/true); }
@@ -72,14 +80,60 @@ private:
         return cfg_.save_interval && s % *cfg_.save_interval == 0;
     }
 
+    // Runs `f` (a save, or waiting for one). A failed save is logged with its cause and training
+    // goes on, until more than max_failed_saves in a row have failed: then the error stops it.
+    template <class F>
+    void guarded(F&& f) {
+        try {
+            f();
+        } catch (const std::exception& e) {
+            forget_failed();
+            ++failures_;
+            if (failures_ > cfg_.max_failed_saves) throw;
+            log::error("{} ({} failed save(s) in a row; training goes on, and stops after {})",
+                       e.what(), failures_, cfg_.max_failed_saves + 1);
+        }
+    }
+    void succeeded() {
+        if (!in_flight_.empty()) failures_ = 0;
+        in_flight_.clear();
+        scheduled_by_last_.clear();
+    }
+    // The failed checkpoint does not count, and what its save scheduled for removal stays.
+    void forget_failed() {
+        if (in_flight_.empty()) return;
+        auto drop = [&](auto& v) { v.erase(std::remove(v.begin(), v.end(), in_flight_), v.end()); };
+        drop(permanent_);
+        drop(pending_ephemeral_);
+        for (auto it = scheduled_by_last_.rbegin(); it != scheduled_by_last_.rend(); ++it) {
+            to_remove_.erase(std::remove(to_remove_.begin(), to_remove_.end(), *it),
+                             to_remove_.end());
+            permanent_.push_front(*it);
+        }
+        scheduled_by_last_.clear();
+        in_flight_.clear();
+    }
+
     void save(bool ephemeral, bool force_sync = false) {
         auto& t = trainer();
         if (step() == latest_saved_) return;
         // The previous async save must finish before its files are counted or removed.
-        t.checkpointer().wait();
-        remove_scheduled(false);
-        std::string path = t.save_checkpoint(ephemeral, async_ && !force_sync);
+        bool previous_ok = true;
+        guarded([&] {
+            previous_ok = false;
+            t.checkpointer().wait();
+            previous_ok = true;
+            succeeded();
+        });
+        if (previous_ok) remove_scheduled(false);
         latest_saved_ = step();
+        std::string path;
+        const bool async = async_ && !force_sync;
+        guarded([&] {
+            path = t.save_checkpoint(ephemeral, async);
+            in_flight_ = path;
+        });
+        if (path.empty()) return;  // failed at once, and tolerated
         if (ephemeral) {
             // Only the newest ephemeral checkpoint is kept.
             for (auto& p : pending_ephemeral_) to_remove_.push_back(p);
@@ -90,6 +144,8 @@ private:
             pending_ephemeral_.clear();
             if (cfg_.max_checkpoints && cfg_.remove != config::CheckpointRemovalStrategy::never) {
                 while (static_cast<int64_t>(permanent_.size()) > *cfg_.max_checkpoints) {
+                    // Given back if this save fails.
+                    scheduled_by_last_.push_back(permanent_.front());
                     to_remove_.push_back(permanent_.front());
                     permanent_.pop_front();
                 }
@@ -97,6 +153,7 @@ private:
         }
         for (auto& p : ephemeral_) to_remove_.push_back(p);
         ephemeral_.clear();
+        if (!async) guarded([&] { succeeded(); });
     }
 
     void remove_scheduled(bool all) {
@@ -130,6 +187,9 @@ private:
     std::vector<std::string> pending_ephemeral_;
     std::vector<std::string> ephemeral_;
     std::vector<std::string> to_remove_;
+    std::string in_flight_;  ///< the newest save, until it is known to be complete
+    std::vector<std::string> scheduled_by_last_;  ///< what that save put into to_remove_
+    int64_t failures_ = 0;                        ///< failed saves in a row
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 // Try it generating from a checkpoint with the real engine.
 #include "engine/config/io.h"
 #include "tests/engine_runner.h"
+#include "tests/ui/runs/engine_fixtures.h"
 #include "tests/ui/runs/run_fixtures.h"
 #include "ui/checkpoints/checkpoints_model.h"
 #include "ui/checkpoints/resume_plan.h"
@@ -32,6 +33,7 @@ using namespace lathe::ui;
 using lathe::config::Json;
 using lathe::testing::kLoss;
 using lathe::testing::range;
+using lathe::testing::waitDone;
 
 namespace {
 
@@ -42,18 +44,7 @@ std::vector<std::string> common(const QString& name) {
 }
 
 Json tinyConfig(const QString& name, const std::vector<std::string>& extra = {}) {
-    auto overrides = common(name);
-    overrides.insert(overrides.end(), extra.begin(), extra.end());
-    auto loaded = lathe::config::load("tiny", overrides);
-    if (!loaded.ok()) qFatal("bad test config");
-    return lathe::config::to_json(loaded.config);
-}
-
-bool waitDone(RunController& run, int ms = 180000) {
-    QElapsedTimer t;
-    t.start();
-    while (run.isActive() && t.elapsed() < ms) QTest::qWait(50);
-    return !run.isActive();
+    return lathe::testing::tinyConfig(common(name), extra);
 }
 
 }  // namespace

@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""Remote checkpoint folders (label remote): lathe-engine against a real S3 server.
+
+Run with the test environment's Python; argument: lathe-engine.
+
+moto's S3 server runs on a loopback port with IAM authentication on, so every request must carry
+a valid SigV4 signature from libcurl. Between it and Lathe sits a small HTTP proxy of this script
+that injects faults by rule (a path fragment, an action, how many times): HTTP 500 answers,
+connections cut without an answer (a server that died), and stalls. The storage code is not
+mocked: Lathe talks S3 over HTTP.
+
+  - Save to s3:// and resume from it, bitwise equal to an uninterrupted local run, at 1 rank and
+    at 2 ranks (DDP); nothing but checkpoints goes to the bucket; no credential in the run folder.
+  - Large files go up as multipart uploads and come back as ranged GETs.
+  - Retention deletes remote checkpoints as it does local ones.
+  - `inspect s3://...`: a checkpoint, a folder of them, and an incomplete one (no .metadata.json),
+    which resume ignores and cleans up.
+  - Faults: 500s and stalls are retried and the save succeeds; an upload cut off mid-way stops
+    training with an error naming the checkpoint and the cause (max_failed_saves=0), or is
+    outlived (max_failed_saves=1); earlier checkpoints verify afterwards and resume picks the
+    newest complete one. Wrong credentials and a missing bucket get clear errors.
+  - load_path over http:// from `python3 -m http.server`, and `inspect http://...`.
+"""
+import http.client
+import http.server
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import boto3
+
+ENGINE = sys.argv[1]
+FAILURES = []
+BIN = Path(sys.executable).parent
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILURES.append(what)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what):
+    for _ in range(300):
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit(f"{what} did not start")
+
+
+class FaultProxy:
+    """Forwards HTTP to moto; `rules` inject faults: (fragment, action, times) where action is
+    "500", "reset" (the connection is cut without an answer) or "stall" (no answer for 4 s)."""
+
+    def __init__(self, upstream_port):
+        self.upstream = upstream_port
+        self.rules = []
+        self.log = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def handle_any(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                action = proxy.match(self.command, self.path, self.headers.get("Range", ""))
+                if action == "reset":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if action == "stall":
+                    time.sleep(4)
+                    self.close_connection = True
+                    return
+                if action == "500":
+                    data = (b"<?xml version='1.0'?><Error><Code>InternalError</Code>"
+                            b"<Message>injected</Message></Error>")
+                    self.send_response(500)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream, timeout=60)
+                headers = {k: v for k, v in self.headers.items()}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length",
+                                         "server", "date"):
+                        self.send_header(k, v)
+                length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def match(self, method, path, range_header=""):
+        with self.lock:
+            self.log.append(f"{method} {path} {range_header}".strip())
+            for rule in self.rules:
+                fragment, action, times = rule
+                if times != 0 and re.search(fragment, f"{method} {path}"):
+                    if times > 0:
+                        rule[2] = times - 1
+                    return action
+        return None
+
+    def set(self, *rules):
+        with self.lock:
+            self.rules = [list(r) for r in rules]
+            self.log = []
+
+
+def main():
+    work = Path(tempfile.mkdtemp(prefix="lathe-remote-"))
+    moto_port = free_port()
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="4", MOTO_PORT=str(moto_port))
+    moto = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)],
+                            stdout=subprocess.DEVNULL, stderr=(work / "moto.log").open("w"),
+                            env=env)
+    http_server = None
+    try:
+        wait_port(moto_port, moto, "moto_server")
+        endpoint = f"http://127.0.0.1:{moto_port}"
+        anon = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
+                    aws_secret_access_key="setup")
+        # The four requests moto takes without authentication: a user with a key and every right,
+        # and the bucket. Everything after them is checked against that key.
+        iam = boto3.client("iam", **anon)
+        iam.create_user(UserName="lathe")
+        key = iam.create_access_key(UserName="lathe")["AccessKey"]
+        iam.put_user_policy(UserName="lathe", PolicyName="all", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17",
+             "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+        boto3.client("s3", **anon).create_bucket(Bucket="ckpt")
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id=key["AccessKeyId"],
+                          aws_secret_access_key=key["SecretAccessKey"])
+        proxy = FaultProxy(moto_port)
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        aws_env = dict(base_env, AWS_ACCESS_KEY_ID=key["AccessKeyId"],
+                       AWS_SECRET_ACCESS_KEY=key["SecretAccessKey"], AWS_REGION="us-east-1",
+                       AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}",
+                       LATHE_RUNS_DIR=str(work / "runs"))
+
+        def engine(*args, ok=True, env=aws_env, timeout=600):
+            r = subprocess.run([ENGINE, *map(str, args)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env, timeout=timeout)
+            if ok and r.returncode != 0:
+                print(f"lathe-engine {' '.join(map(str, args))} failed ({r.returncode}):\n"
+                      f"{r.stderr[-3000:]}", file=sys.stderr)
+                sys.exit(2)
+            return r
+
+        def keys(prefix):
+            out = []
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket="ckpt", Prefix=prefix):
+                out += [o["Key"] for o in page.get("Contents", [])]
+            return sorted(out)
+
+        def losses(run_folder):
+            out = {}
+            for line in (run_folder / "metrics.jsonl").read_text().splitlines():
+                rec = json.loads(line)
+                if "train/CE loss" in rec["values"]:
+                    out[rec["step"]] = rec["values"]["train/CE loss"]
+            return out
+
+        common = ["launch.num_threads=1", "trainer.metrics_collect_interval=1",
+                  "trainer.max_duration={value: 6, unit: steps}",
+                  "trainer.callbacks.checkpointer.save_interval=2",
+                  "trainer.callbacks.checkpointer.max_checkpoints=2",
+                  "trainer.remote.retry_delay_s=0.05", "trainer.remote.stall_timeout_s=2",
+                  "trainer.remote.part_size_mb=5", "trainer.remote.max_retries=4"]
+
+        # ---- save and resume, 1 and 2 ranks ---------------------------------------------------
+        for nproc in [1, 2]:
+            tag = f"r{nproc}"
+            layout = [f"launch.nproc={nproc}"]
+            engine("train", "tiny", f"run_name=local{nproc}",
+                   f"trainer.save_folder={work / f'local{nproc}'}", *common, *layout)
+            want = losses(work / f"local{nproc}")
+            proxy.set()
+            engine("train", "tiny", f"run_name={tag}", f"trainer.save_folder=s3://ckpt/{tag}",
+                   *common, *layout, "trainer.hard_stop={value: 4, unit: steps}")
+            run = work / "runs" / tag
+            saved = keys(f"{tag}/")
+            check(f"{tag}/step4/.metadata.json" in saved and f"{tag}/step2/.metadata.json" in saved
+                  and all(f"{tag}/step4/train/rank{k}.json" in saved for k in range(nproc))
+                  and f"{tag}/step4/model_and_optim/rank0.lathe" in saved
+                  and f"{tag}/step4/config.json" in saved,
+                  f"{nproc} rank(s): the checkpoints are in the bucket, a train state per rank")
+            check(not any(p.name.startswith("step") for p in run.iterdir())
+                  and all(not k.startswith(f"{tag}/logs") and "metrics" not in k for k in saved),
+                  f"{nproc} rank(s): the run folder keeps metrics and logs; the bucket only "
+                  "checkpoints")
+            config = json.loads((run / "config.json").read_text())
+            check(config["trainer"]["save_folder"] == f"s3://ckpt/{tag}",
+                  f"{nproc} rank(s): the run folder's config.json records where the checkpoints are")
+            text = "".join(p.read_text(errors="replace") for p in run.rglob("*") if p.is_file())
+            check(key["SecretAccessKey"] not in text and key["AccessKeyId"] not in text,
+                  f"{nproc} rank(s): no credential in the run folder (logs, config, status)")
+            proxy.set()
+            r = engine("train", "tiny", f"run_name={tag}", f"trainer.save_folder=s3://ckpt/{tag}",
+                       *common, *layout)
+            check("loaded checkpoint s3://ckpt/" + tag + "/step4" in r.stderr + r.stdout,
+                  f"{nproc} rank(s): the second start resumes from s3://ckpt/{tag}/step4")
+            got = losses(run)
+            check(got == want and len(want) == 6,
+                  f"{nproc} rank(s): losses of the run saved and resumed through S3 equal the "
+                  f"local run's bitwise ({got} vs {want})")
+            saved = keys(f"{tag}/")
+            steps = sorted({int(m.group(1)) for k in saved if (m := re.match(rf"{tag}/step(\d+)/", k))})
+            check(steps == [0, 4, 6] or steps == [4, 6],
+                  f"{nproc} rank(s): retention (max_checkpoints=2) deleted step2 remotely "
+                  f"(left: {steps})")
+
+        # ---- large files: a multipart upload, parallel ranged downloads ----------------------
+        big = ["model.d_model=192", "launch.num_threads=1", "trainer.metrics_collect_interval=1",
+               "trainer.max_duration={value: 2, unit: steps}", "trainer.remote.part_size_mb=5",
+               "trainer.remote.retry_delay_s=0.05"]
+        engine("train", "tiny", "run_name=bigl", f"trainer.save_folder={work / 'bigl'}", *big)
+        proxy.set()
+        engine("train", "tiny", "run_name=big", "trainer.save_folder=s3://ckpt/big", *big,
+               "trainer.hard_stop={value: 1, unit: steps}")
+        tensor_key = "big/step1/model_and_optim/rank0.lathe"
+        size = s3.head_object(Bucket="ckpt", Key=tensor_key)["ContentLength"]
+        parts = [l for l in proxy.log if tensor_key in l and "partNumber=" in l]
+        check(size > 10 << 20 and len(parts) == -(-size // (5 << 20))
+              and any(tensor_key in l and "uploads=" in l for l in proxy.log),
+              f"a {size / 2**20:.1f} MiB tensor file goes up as a multipart upload of "
+              f"{len(parts)} parts of 5 MiB")
+        proxy.set()
+        engine("train", "tiny", "run_name=big", "trainer.save_folder=s3://ckpt/big", *big)
+        ranged = [l for l in proxy.log if l.startswith("GET") and tensor_key in l and "bytes=" in l]
+        check(len(ranged) == len(parts) and losses(work / "runs" / "big") == losses(work / "bigl"),
+              f"it comes back as {len(ranged)} ranged GETs, and the resumed run's losses equal "
+              "the local run's bitwise")
+
+        # ---- inspect --------------------------------------------------------------------------
+        r = engine("inspect", "--verify", "s3://ckpt/r1/step6")
+        info = json.loads(r.stdout)
+        check(info["complete"] and info["verified"] and info["global_step"] == 6
+              and info["remote"] and any(f["file"] == "model_and_optim/rank0.lathe"
+                                         for f in info["files"]),
+              "inspect --verify s3://.../step6: complete, verified, step 6, its files")
+        s3.put_object(Bucket="ckpt", Key="r1/step8/train/rank0.json", Body=b"{}")
+        r = engine("inspect", "s3://ckpt/r1")
+        info = json.loads(r.stdout)
+        partial = [c for c in info["checkpoints"] if not c["complete"]]
+        check(len(info["checkpoints"]) >= 3 and len(partial) == 1
+              and "upload did not finish" in partial[0].get("problem", ""),
+              "inspect s3://ckpt/r1 lists the checkpoints and says step8 is an unfinished upload")
+        r = engine("train", "tiny", "run_name=r1", "trainer.save_folder=s3://ckpt/r1", *common,
+                   "trainer.max_duration={value: 7, unit: steps}")
+        check("loaded checkpoint s3://ckpt/r1/step6" in r.stderr + r.stdout
+              and not any(k.startswith("r1/step8/") for k in keys("r1/")),
+              "resume ignores the incomplete step8, picks step6, and the partial upload is removed")
+
+        # ---- faults ---------------------------------------------------------------------------
+        fault_common = [*common, "trainer.max_duration={value: 4, unit: steps}"]
+        proxy.set(("PUT .*/f1/step2/", "500", 3), ("PUT .*/f1/step4/train", "stall", 1))
+        r = engine("train", "tiny", "run_name=f1", "trainer.save_folder=s3://ckpt/f1",
+                   *fault_common)
+        answered = [l for l in proxy.log if "/f1/step2/" in l and l.startswith("PUT")]
+        check(r.returncode == 0 and "f1/step2/.metadata.json" in keys("f1/")
+              and "f1/step4/.metadata.json" in keys("f1/") and len(answered) >= 4,
+              "three 500 answers and a stalled upload are retried and the saves complete")
+
+        # An upload cut off in the middle: training stops, naming the checkpoint and the cause.
+        proxy.set(("PUT .*/f2/step4/model_and_optim", "reset", -1))
+        r = engine("train", "tiny", "run_name=f2", "trainer.save_folder=s3://ckpt/f2",
+                   *fault_common, ok=False)
+        check(r.returncode != 0 and "s3://ckpt/f2/step4" in r.stderr
+              and "after 4 retries" in r.stderr,
+              "an upload the server keeps cutting off stops training with an error naming "
+              "s3://ckpt/f2/step4 and the cause: " + (r.stderr.strip().splitlines() or [""])[-1][:300])
+        proxy.set()
+        r = engine("inspect", "--verify", "s3://ckpt/f2/step2")
+        check(json.loads(r.stdout)["verified"] and "f2/step4/.metadata.json" not in keys("f2/"),
+              "the earlier checkpoint step2 still verifies; the failed step4 never became complete")
+        r = engine("train", "tiny", "run_name=f2", "trainer.save_folder=s3://ckpt/f2",
+                   *fault_common)
+        check("loaded checkpoint s3://ckpt/f2/step2" in r.stderr + r.stdout
+              and "f2/step4/.metadata.json" in keys("f2/"),
+              "resume picks the newest complete checkpoint (step2) and trains to the end")
+
+        # max_failed_saves=1: the same failure is logged and training goes on.
+        proxy.set(("PUT .*/f3/step2/model_and_optim", "reset", -1))
+        r = engine("train", "tiny", "run_name=f3", "trainer.save_folder=s3://ckpt/f3",
+                   *fault_common, "trainer.callbacks.checkpointer.max_failed_saves=1")
+        check(r.returncode == 0 and "saving checkpoint s3://ckpt/f3/step2 failed" in r.stderr + r.stdout
+              and "f3/step4/.metadata.json" in keys("f3/")
+              and "f3/step2/.metadata.json" not in keys("f3/"),
+              "with max_failed_saves=1 a failed save is logged and training goes on to step4"
+              + ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr[-1500:]})"))
+        proxy.set()
+
+        # Wrong credentials, a missing bucket.
+        r = engine("train", "tiny", "run_name=bad", "trainer.save_folder=s3://ckpt/bad",
+                   *fault_common, ok=False,
+                   env=dict(aws_env, AWS_SECRET_ACCESS_KEY="wrong" + key["SecretAccessKey"][5:]))
+        check(r.returncode != 0 and ("SignatureDoesNotMatch" in r.stderr or "403" in r.stderr)
+              and "check the credentials" in r.stderr and "wrong" not in r.stderr,
+              "a wrong secret key: a clear error without the key: " +
+              (r.stderr.strip().splitlines() or [""])[-1][:300])
+        r = engine("train", "tiny", "run_name=nob", "trainer.save_folder=s3://no-such-bucket/x",
+                   *fault_common, ok=False)
+        check(r.returncode != 0 and "NoSuchBucket" in r.stderr
+              and "no-such-bucket" in r.stderr,
+              "a missing bucket: a clear error naming it: " +
+              (r.stderr.strip().splitlines() or [""])[-1][:300])
+
+        # ---- http:// --------------------------------------------------------------------------
+        http_port = free_port()
+        http_server = subprocess.Popen([sys.executable, "-m", "http.server", str(http_port),
+                                        "--bind", "127.0.0.1", "-d", str(work / "local1")],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(http_port, http_server, "http.server")
+        url = f"http://127.0.0.1:{http_port}/step6"
+        r = engine("inspect", "--verify", url, env=base_env)
+        info = json.loads(r.stdout)
+        check(info["complete"] and info["verified"] and info["global_step"] == 6,
+              "inspect --verify over http://: complete, verified, step 6")
+        r = engine("train", "tiny", "run_name=web", f"trainer.save_folder={work / 'web'}",
+                   f"trainer.load_path={url}", "launch.num_threads=1",
+                   "trainer.max_duration={value: 7, unit: steps}", env=base_env)
+        check(f"loaded checkpoint {url}" in r.stderr + r.stdout
+              and losses(work / "web") and min(losses(work / "web")) == 7,
+              "load_path over http:// starts a run from step 6 and it trains step 7")
+        r = engine("train", "tiny", "run_name=webw", f"trainer.save_folder=http://127.0.0.1:{http_port}/x",
+                   "launch.num_threads=1", env=base_env, ok=False)
+        check(r.returncode != 0 and "read only" in r.stderr,
+              "an http:// save folder is refused: HTTP folders are read only")
+    finally:
+        for p in [moto, http_server]:
+            if p and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    if FAILURES:
+        print(f"\n{len(FAILURES)} check(s) failed:", *FAILURES, sep="\n  ")
+        sys.exit(1)
+    print("all remote checks passed")
+
+
+if __name__ == "__main__":
+    main()
