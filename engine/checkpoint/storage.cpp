@@ -201,12 +201,34 @@ protected:
         for (const auto& [name, bytes] : do_files(path)) total += bytes;
         return total;
     }
-    // A plain server lists nothing, so a checkpoint's files are found by name: those every
-    // checkpoint has, one train state per rank of its .metadata.json, and the optional ones.
+    // A plain server lists nothing, so a folder's files are found by name: a checkpoint's (one
+    // train state per rank of its .metadata.json) and a Hugging Face model folder's (the shards
+    // its index names).
     std::vector<std::pair<std::string, uint64_t>> do_files(const std::string& dir) const override {
-        std::vector<std::string> names = {
-            run_folder::kCheckpointMetadataFile, run_folder::kModelTensorFile,
-            run_folder::kConfigFile, run_folder::kTokenizerFile, run_folder::kSentencePieceFile};
+        std::vector<std::string> names = {run_folder::kCheckpointMetadataFile,
+                                          run_folder::kModelTensorFile,
+                                          run_folder::kConfigFile,
+                                          run_folder::kTokenizerFile,
+                                          run_folder::kSentencePieceFile,
+                                          "tokenizer_config.json",
+                                          "special_tokens_map.json",
+                                          "generation_config.json",
+                                          "model.safetensors",
+                                          "model.safetensors.index.json"};
+        try {
+            const auto index = nlohmann::json::parse(
+                client_.get(run_folder::join(dir, "model.safetensors.index.json")), nullptr, false);
+            if (index.is_object() && index.contains("weight_map") &&
+                index["weight_map"].is_object()) {
+                std::set<std::string> shards;
+                for (const auto& [tensor, file] : index["weight_map"].items())
+                    if (file.is_string() && file.get<std::string>().find('/') == std::string::npos)
+                        shards.insert(file.get<std::string>());
+                names.insert(names.end(), shards.begin(), shards.end());
+            }
+        } catch (const remote::HttpError& e) {
+            if (e.status() != 404) throw;
+        }
         int world = 1;
         try {
             const auto meta = nlohmann::json::parse(
@@ -292,6 +314,17 @@ void download_folder(const Storage& storage, const std::string& dir, const std::
         fs::create_directories(to.parent_path(), ec);
         storage.get_file(run_folder::join(dir, name), to.string());
     }
+}
+
+void upload_folder(const std::string& local, Storage& storage, const std::string& dir) {
+    LocalStorage here;
+    std::vector<std::string> names;
+    for (const auto& [name, bytes] : here.files(local)) names.push_back(name);
+    std::stable_partition(names.begin(), names.end(), [](const std::string& n) {
+        return n != run_folder::kCheckpointMetadataFile;
+    });
+    for (const auto& name : names)
+        storage.put_file(run_folder::join(local, name), run_folder::join(dir, name));
 }
 
 }  // namespace lathe::checkpoint

@@ -86,5 +86,8 @@ std::string parent_path(const std::string& path);
 /// is emptied first; only `only` when it is not empty (relative names; missing ones skipped).
 void download_folder(const Storage& storage, const std::string& dir, const std::string& local,
                      const std::vector<std::string>& only = {});
+/// Copies every file of the local folder `local` to `dir` of `storage`, .metadata.json last (a
+/// checkpoint counts only once it is there).
+void upload_folder(const std::string& local, Storage& storage, const std::string& dir);
 
 }  // namespace lathe::checkpoint

@@ -22,6 +22,50 @@ namespace lathe::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// A remote (s3://, http(s)://) checkpoint or Hugging Face folder, downloaded into a temporary
+// folder for as long as this lives; a local path as it is. A remote folder of checkpoints stands
+// for its newest complete one.
+class LocalCopy {
+public:
+    explicit LocalCopy(const std::string& path) : path_(path) {
+        if (!checkpoint::is_remote_path(path)) return;
+        std::string source = path;
+        const auto storage = checkpoint::storage_for(path);
+        const bool s3 = path.rfind("s3://", 0) == 0;
+        if (s3 && !checkpoint::Checkpointer::dir_is_checkpoint(path) &&
+            !storage->exists(run_folder::join(path, "config.json"))) {
+            const auto found = checkpoint::Checkpointer::complete_checkpoints(path);
+            if (found.empty())
+                throw Error(path +
+                            ": not a checkpoint, a Hugging Face model folder, or a folder "
+                            "with a complete checkpoint");
+            source = found.back().path;
+        }
+        static int counter = 0;
+        temp_ = (fs::temp_directory_path() /
+                 ("lathe-fetch-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+                    .string();
+        if (storage->files(source).empty()) throw Error(source + ": no files there");
+        checkpoint::download_folder(*storage, source, temp_);
+        path_ = temp_;
+    }
+    ~LocalCopy() {
+        std::error_code ec;
+        if (!temp_.empty()) fs::remove_all(temp_, ec);
+    }
+    LocalCopy(const LocalCopy&) = delete;
+    LocalCopy& operator=(const LocalCopy&) = delete;
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+    std::string temp_;
+};
+
+}  // namespace
+
 int cmd_export(const Args& args) {
     std::vector<std::string> positional;
     std::map<std::string, std::string> options;
@@ -66,7 +110,8 @@ int cmd_export(const Args& args) {
         }
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const auto r = hf::export_checkpoint(positional[0], positional[1], o);
+    const LocalCopy source(positional[0]);
+    const auto r = hf::export_checkpoint(source.path(), positional[1], o);
     nlohmann::json out = {
         {"exported", positional[1]},
         {"from", positional[0]},
@@ -84,8 +129,33 @@ int cmd_import(const Args& args) {
         std::cerr << "usage: lathe-engine import HF_DIR OUT_CHECKPOINT\n";
         return kExitUsage;
     }
-    hf::import_hf(args[0], args[1]);
-    const auto m = hf::model_config_of(args[1]);
+    const LocalCopy source(args[0]);
+    const std::string& out_path = args[1];
+    const bool remote_out = checkpoint::is_remote_path(out_path);
+    // A remote checkpoint is written locally, then uploaded with .metadata.json last.
+    const std::string local_out =
+        remote_out
+            ? (fs::temp_directory_path() / ("lathe-import-" + std::to_string(::getpid()))).string()
+            : out_path;
+    if (remote_out) {
+        const auto storage = checkpoint::storage_for(out_path);
+        if (storage->exists(run_folder::join(out_path, ".metadata.json")))
+            throw Error(out_path + ": a checkpoint is already there");
+    }
+    try {
+        hf::import_hf(source.path(), local_out);
+        if (remote_out)
+            checkpoint::upload_folder(local_out, *checkpoint::storage_for(out_path), out_path);
+    } catch (...) {
+        std::error_code ec;
+        if (remote_out) fs::remove_all(local_out, ec);
+        throw;
+    }
+    const auto m = hf::model_config_of(local_out);
+    if (remote_out) {
+        std::error_code ec;
+        fs::remove_all(local_out, ec);
+    }
     std::cout << nlohmann::json{{"imported", args[1]},
                                 {"from", args[0]},
                                 {"model",
@@ -210,7 +280,8 @@ int cmd_generate(const Args& args) {
         return usage("--temperature, --top-k and --max-new-tokens must be >= 0, --top-p in (0, 1]");
     if (prompts.empty() && prompt_texts.empty()) return usage("give --prompt or --prompt-ids");
 
-    const std::string path = resolve_model_path(p.spec);
+    const LocalCopy model(p.spec);
+    const std::string path = resolve_model_path(model.path());
     // Text: through --tokenizer, else as bytes for byte-token runs.
     // The model folder's own tokenizer.json (a checkpoint of a run with dataset.tokenizer, an
     // export, a Hugging Face folder) unless --tokenizer names one.
@@ -322,7 +393,7 @@ int cmd_generate(const Args& args) {
             std::cout << "\n";
         }
     }
-    nlohmann::json summary = {{"model", path},
+    nlohmann::json summary = {{"model", checkpoint::is_remote_path(p.spec) ? p.spec : path},
                               {"prompts", gens.size()},
                               {"new_tokens", new_tokens},
                               {"load_seconds", load_s},

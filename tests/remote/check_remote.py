@@ -350,10 +350,11 @@ def main():
         # ---- http:// --------------------------------------------------------------------------
         http_port = free_port()
         http_server = subprocess.Popen([sys.executable, "-m", "http.server", str(http_port),
-                                        "--bind", "127.0.0.1", "-d", str(work / "local1")],
+                                        "--bind", "127.0.0.1", "-d", str(work)],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(http_port, http_server, "http.server")
-        url = f"http://127.0.0.1:{http_port}/step6"
+        web = f"http://127.0.0.1:{http_port}"
+        url = f"{web}/local1/step6"
         r = engine("inspect", "--verify", url, env=base_env)
         info = json.loads(r.stdout)
         check(info["complete"] and info["verified"] and info["global_step"] == 6,
@@ -368,6 +369,35 @@ def main():
                    "launch.num_threads=1", env=base_env, ok=False)
         check(r.returncode != 0 and "read only" in r.stderr,
               "an http:// save folder is refused: HTTP folders are read only")
+
+        # ---- export, import and generate with remote folders -----------------------------------
+        engine("export", "s3://ckpt/r1", work / "hf")  # the folder's newest complete checkpoint
+        hf_config = json.loads((work / "hf" / "config.json").read_text())
+        check((work / "hf" / "model.safetensors").exists() and hf_config["hidden_size"] == 64,
+              "export s3://ckpt/r1 writes a Hugging Face folder from its newest checkpoint")
+        engine("import", f"{web}/hf", "s3://ckpt/imported/step0")
+        info = json.loads(engine("inspect", "--verify", "s3://ckpt/imported/step0").stdout)
+        check(info["complete"] and info["verified"] and info["metadata"].get("model_only")
+              and keys("imported/step0/")[-1] != "imported/step0/.metadata.json",
+              "import from an http:// Hugging Face folder into s3://: complete, verified, "
+              "model only")
+        r = engine("generate", "s3://ckpt/imported/step0", "--prompt-ids", "1,2,3",
+                   "--max-new-tokens", "4", "--json")
+        local = engine("generate", work / "hf", "--prompt-ids", "1,2,3", "--max-new-tokens", "4",
+                       "--json")
+        newest = engine("generate", "s3://ckpt/r1", "--prompt-ids", "1,2,3", "--max-new-tokens",
+                        "4", "--json")
+        first = [x.stdout.splitlines()[0] if x.stdout.strip() else "" for x in (r, local, newest)]
+        check(first[0] == first[1] == first[2] != ""
+              and '"model":"s3://ckpt/imported/step0"' in r.stdout,
+              "generate from the imported s3:// checkpoint, from s3://ckpt/r1 (its newest) and "
+              "from the exported folder give the same ids")
+        r = engine("train", "tiny", "run_name=fromimport",
+                   f"trainer.save_folder={work / 'fromimport'}", "launch.num_threads=1",
+                   "trainer.load_path=s3://ckpt/imported/step0", "trainer.load_strategy=always",
+                   "trainer.max_duration={value: 1, unit: steps}", ok=False)
+        check(r.returncode == 0 and "loaded checkpoint s3://ckpt/imported/step0" in r.stderr + r.stdout,
+              "load_path=s3://... of an imported model starts a run from its weights")
     finally:
         for p in [moto, http_server]:
             if p and p.poll() is None:
