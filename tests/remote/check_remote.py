@@ -347,6 +347,27 @@ def main():
               "a missing bucket: a clear error naming it: " +
               (r.stderr.strip().splitlines() or [""])[-1][:300])
 
+        # Keys from a profile of ~/.aws/credentials, region and endpoint from ~/.aws/config.
+        (work / "aws").mkdir()
+        (work / "aws" / "credentials").write_text(
+            f"[default]\naws_access_key_id = nobody\naws_secret_access_key = nothing\n\n"
+            f"[lathe]\naws_access_key_id = {key['AccessKeyId']}\n"
+            f"aws_secret_access_key = {key['SecretAccessKey']}\n")
+        (work / "aws" / "config").write_text(
+            f"[profile lathe]\nregion = us-east-1\nendpoint_url = http://127.0.0.1:{proxy.port}\n")
+        profile_env = dict(base_env, AWS_PROFILE="lathe",
+                           AWS_SHARED_CREDENTIALS_FILE=str(work / "aws" / "credentials"),
+                           AWS_CONFIG_FILE=str(work / "aws" / "config"))
+        r = engine("inspect", "s3://ckpt/r1/step6", env=profile_env, ok=False)
+        check(r.returncode == 0 and json.loads(r.stdout)["complete"],
+              "AWS_PROFILE: keys from its credentials file, region and endpoint from its config")
+
+        # load_strategy=always with an empty remote folder: an error naming it.
+        r = engine("train", "tiny", "run_name=always", "trainer.save_folder=s3://ckpt/empty",
+                   "trainer.load_strategy=always", "launch.num_threads=1", ok=False)
+        check(r.returncode != 0 and "no checkpoint was found in s3://ckpt/empty" in r.stderr,
+              "load_strategy=always with an empty remote folder stops with an error naming it")
+
         # ---- http:// --------------------------------------------------------------------------
         http_port = free_port()
         http_server = subprocess.Popen([sys.executable, "-m", "http.server", str(http_port),
