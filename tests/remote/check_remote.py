@@ -14,7 +14,7 @@ mocked: Lathe talks S3 over HTTP.
   - Large files go up as multipart uploads and come back as ranged GETs.
   - Retention deletes remote checkpoints as it does local ones.
   - `inspect s3://...`: a checkpoint, a folder of them, and an incomplete one (no .metadata.json),
-    which resume ignores and cleans up.
+    which resume ignores and cleans up. A damaged one is set aside and the run falls back.
   - Faults: 500s and stalls are retried and the save succeeds; an upload cut off mid-way stops
     training with an error naming the checkpoint and the cause (max_failed_saves=0), or is
     outlived (max_failed_saves=1); earlier checkpoints verify afterwards and resume picks the
@@ -292,6 +292,21 @@ def main():
         check("loaded checkpoint s3://ckpt/r1/step6" in r.stderr + r.stdout
               and not any(k.startswith("r1/step8/") for k in keys("r1/")),
               "resume ignores the incomplete step8, picks step6, and the partial upload is removed")
+
+        # A damaged remote checkpoint (its tensor file cut short): set aside as unusable, and
+        # the run falls back to the next older complete one.
+        tensor = "r2/step6/model_and_optim/rank0.lathe"
+        data = s3.get_object(Bucket="ckpt", Key=tensor)["Body"].read()
+        s3.put_object(Bucket="ckpt", Key=tensor, Body=data[: len(data) // 2])
+        r = engine("train", "tiny", "run_name=r2", "trainer.save_folder=s3://ckpt/r2", *common,
+                   "launch.nproc=2", "trainer.max_duration={value: 7, unit: steps}")
+        saved = keys("r2/")
+        check("set aside as step6.unusable" in r.stderr + r.stdout
+              and "loaded checkpoint s3://ckpt/r2/step4" in r.stderr + r.stdout
+              and "r2/step6.unusable/unusable.json" in saved
+              and "r2/step7/.metadata.json" in saved,
+              "a damaged remote checkpoint is set aside as step6.unusable (with its reason) and "
+              "the run falls back to step4")
 
         # ---- faults ---------------------------------------------------------------------------
         fault_common = [*common, "trainer.max_duration={value: 4, unit: steps}"]
