@@ -3,6 +3,7 @@
 #include "ui/checkpoints/checkpoints_model.h"
 #include "ui/checkpoints/checkpoints_panel.h"
 #include "ui/config/config_editor.h"
+#include "ui/config/layout_diagram.h"
 #include "ui/control/run_session.h"
 #include "ui/data/data_dialog.h"
 #include "ui/logs/log_model.h"
@@ -137,6 +138,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     connect(editor_, &ConfigEditor::validityChanged, this,
             [this] { onStateChanged(run_->state()); });
+    // The parallel layout is checked against the Ranks box, and the mesh proposes its size there.
+    editor_->setWorldSize(ranks_->value());
+    proposedRanks_ = int(lathe::config::proposed_world_size(editor_->resolvedConfig()));
+    connect(ranks_, qOverload<int>(&QSpinBox::valueChanged), editor_, &ConfigEditor::setWorldSize);
+    connect(editor_, &ConfigEditor::parallelLayoutChanged, this, [this] {
+        proposeRanks();
+        onStateChanged(run_->state());
+    });
     connect(editor_, &ConfigEditor::currentFileChanged, this, &MainWindow::updateTitle);
     connect(editor_->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
 
@@ -556,8 +565,28 @@ QString MainWindow::formatDuration(double s) {
     return QStringLiteral("%1s").arg(t);
 }
 
+void MainWindow::proposeRanks() {
+    const int proposed = int(lathe::config::proposed_world_size(editor_->resolvedConfig()));
+    ranks_->setToolTip(
+        tr("Number of processes (launch.nproc): one per GPU, or CPU processes. The config's "
+           "parallel layout asks for %n rank(s) or a multiple.",
+           nullptr, proposed));
+    if (proposed == proposedRanks_) return;
+    proposedRanks_ = proposed;
+    if (!ranks_->isEnabled()) return;
+    if (!editor_->parallelLayout().ok() || ranks_->value() < proposed) ranks_->setValue(proposed);
+}
+
 bool MainWindow::startRun() {
     if (run_->isActive()) return false;
+    if (const auto& layout = editor_->parallelLayout(); !layout.ok()) {
+        QStringList lines;
+        for (const auto& p : layout.problems) lines << QString::fromStdString(p);
+        QMessageBox::warning(this, tr("The parallel layout cannot run"),
+                             tr("On %n rank(s):\n\n%1", nullptr, ranks_->value())
+                                 .arg(lines.join(QLatin1Char('\n'))));
+        return false;
+    }
     if (!editor_->isValid()) {
         QStringList lines;
         for (const auto& i : editor_->issues()) lines << QString::fromStdString(i.to_string());
@@ -586,9 +615,11 @@ void MainWindow::onStateChanged(RunController::State s) {
     state_->setText(RunController::stateName(s));
     state_->setStyleSheet(stateStyle(s));
     const bool active = run_->isActive();
-    start_->setEnabled(!active && editor_->isValid());
-    start_->setToolTip(editor_->isValid() ? tr("Start training with this config (Ctrl+R)")
-                                          : tr("Fix the config's problems first"));
+    const bool layoutOk = editor_->parallelLayout().ok();
+    start_->setEnabled(!active && editor_->isValid() && layoutOk);
+    start_->setToolTip(!editor_->isValid() ? tr("Fix the config's problems first")
+                       : !layoutOk         ? editor_->layoutDiagram()->text()
+                                           : tr("Start training with this config (Ctrl+R)"));
     ranks_->setEnabled(!active);
     if (devices_) devices_->setEnabled(!active);
     checkpoint_->setEnabled(s == RunController::State::Running);

@@ -108,6 +108,9 @@ private:
     void buildToolbar();
     void buildMenus();
     void onStateChanged(RunController::State state);
+    /// When the config's mesh asks for another world size, proposes it in the Ranks box (if the
+    /// box's value cannot run the mesh, or is smaller).
+    void proposeRanks();
     void onStatus(const lathe::protocol::Status& status);
     void setProgressText(const QString& text);
     void onFinished(int exitCode, const QString& summary, const QStringList& lastLines);
@@ -144,6 +147,7 @@ private:
     QAction* kill_ = nullptr;
     QAction* killInToolbar_ = nullptr;
     QSpinBox* ranks_ = nullptr;
+    int proposedRanks_ = 0;  ///< the mesh's world size, as last proposed
     QLineEdit* devices_ = nullptr;
     QLabel* state_ = nullptr;
     QProgressBar* progress_ = nullptr;

@@ -436,30 +436,20 @@ void Checkpointer::load(const std::string& dir, Stateful& state, bool load_train
         // name the remote files.
         const std::string local = run_folder::join(
             staging_dir(), "load-rank" + std::to_string(env_.rank()) + "-" + base_name(dir));
-        auto remote_names = [&](std::string what) {
-            for (std::size_t pos; (pos = what.find(local)) != std::string::npos;)
-                what.replace(pos, local.size(), dir);
-            return what;
-        };
-        std::error_code ec;
+        const auto problem = structural_problem(storage, dir);
+        if (!problem.empty())
+            throw UnusableCheckpointError(dir + ": not a complete checkpoint (" + problem + ")");
+        const DownloadedFolder copy(
+            storage, dir, local,
+            {run_folder::kCheckpointMetadataFile, run_folder::train_state_file(0),
+             run_folder::train_state_file(env_.rank()), run_folder::kModelTensorFile});
         try {
-            const auto problem = structural_problem(storage, dir);
-            if (!problem.empty())
-                throw UnusableCheckpointError(dir + ": not a complete checkpoint (" + problem +
-                                              ")");
-            download_folder(
-                storage, dir, local,
-                {run_folder::kCheckpointMetadataFile, run_folder::train_state_file(0),
-                 run_folder::train_state_file(env_.rank()), run_folder::kModelTensorFile});
-            load(local, state, load_trainer_state, load_optim_state);
+            load(copy.path(), state, load_trainer_state, load_optim_state);
         } catch (const UnusableCheckpointError& e) {
-            fs::remove_all(local, ec);
-            throw UnusableCheckpointError(remote_names(e.what()));
+            throw UnusableCheckpointError(copy.remote_names(e.what()));
         } catch (const std::exception& e) {
-            fs::remove_all(local, ec);
-            throw Error(remote_names(e.what()));
+            throw Error(copy.remote_names(e.what()));
         }
-        fs::remove_all(local, ec);
         return;
     }
     if (const std::string problem = structural_problem(dir); !problem.empty())
@@ -556,22 +546,15 @@ nlohmann::json inspect_checkpoint(const std::string& dir, bool verify) {
          ("lathe-inspect-" + std::to_string(::getpid()) + "-" + base_name(dir)))
             .string();
     nlohmann::json out;
-    std::error_code ec;
-    try {
-        if (!wanted.empty()) download_folder(*storage, dir, local, wanted);
-        out = inspect_local(local, verify);
-    } catch (...) {
-        fs::remove_all(local, ec);
-        throw;
+    {
+        // Nothing wanted (no small file there) must not mean everything: the metadata file
+        // stands in, and it is missing, so nothing is downloaded.
+        if (wanted.empty()) wanted.push_back(run_folder::kCheckpointMetadataFile);
+        const DownloadedFolder copy(*storage, dir, local, wanted);
+        out = inspect_local(copy.path(), verify);
+        if (out.contains("problems"))
+            for (auto& p : out["problems"]) p = copy.remote_names(p.get<std::string>());
     }
-    fs::remove_all(local, ec);
-    auto remote_names = [&](std::string what) {
-        for (std::size_t pos; (pos = what.find(local)) != std::string::npos;)
-            what.replace(pos, local.size(), dir);
-        return what;
-    };
-    if (out.contains("problems"))
-        for (auto& p : out["problems"]) p = remote_names(p.get<std::string>());
     out["path"] = dir;
     out["remote"] = true;
     const std::string problem =

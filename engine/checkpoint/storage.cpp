@@ -316,6 +316,30 @@ void download_folder(const Storage& storage, const std::string& dir, const std::
     }
 }
 
+DownloadedFolder::DownloadedFolder(const Storage& storage, const std::string& dir,
+                                   const std::string& local, const std::vector<std::string>& only)
+    : dir_(dir), local_(local) {
+    try {
+        download_folder(storage, dir, local, only);
+    } catch (const std::exception& e) {
+        std::error_code ec;
+        fs::remove_all(local_, ec);
+        throw Error(remote_names(e.what()));
+    }
+}
+
+DownloadedFolder::~DownloadedFolder() {
+    std::error_code ec;
+    fs::remove_all(local_, ec);
+}
+
+std::string DownloadedFolder::remote_names(std::string text) const {
+    for (std::size_t pos = 0; (pos = text.find(local_, pos)) != std::string::npos;
+         pos += dir_.size())
+        text.replace(pos, local_.size(), dir_);
+    return text;
+}
+
 void upload_folder(const std::string& local, Storage& storage, const std::string& dir) {
     LocalStorage here;
     std::vector<std::string> names;

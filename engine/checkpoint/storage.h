@@ -86,6 +86,23 @@ std::string parent_path(const std::string& path);
 /// is emptied first; only `only` when it is not empty (relative names; missing ones skipped).
 void download_folder(const Storage& storage, const std::string& dir, const std::string& local,
                      const std::vector<std::string>& only = {});
+/// A remote folder (or the listed files of it) downloaded into the local folder `local` for as
+/// long as this lives; the local copy is removed on destruction.
+class DownloadedFolder {
+public:
+    DownloadedFolder(const Storage& storage, const std::string& dir, const std::string& local,
+                     const std::vector<std::string>& only = {});
+    ~DownloadedFolder();
+    DownloadedFolder(const DownloadedFolder&) = delete;
+    DownloadedFolder& operator=(const DownloadedFolder&) = delete;
+    const std::string& path() const { return local_; }
+    /// `text` with the local copy's paths replaced by the remote ones, for messages.
+    std::string remote_names(std::string text) const;
+
+private:
+    std::string dir_, local_;
+};
+
 /// Copies every file of the local folder `local` to `dir` of `storage`, .metadata.json last (a
 /// checkpoint counts only once it is there).
 void upload_folder(const std::string& local, Storage& storage, const std::string& dir);

@@ -35,6 +35,10 @@ int cmd_dataset(const Args& args);
 #include "engine/config/config.h"
 
 namespace lathe::cli {
+/// Whether the config's parallel layout (config/layout.h) can run on `world` ranks over `nodes`
+/// nodes; otherwise prints its problems, naming the fields, to stderr.
+bool layout_runs(const config::ExperimentConfig& cfg, int64_t world, int64_t nodes);
+
 /// `train` with launch.nproc > 1: runs the launcher with the same arguments. `run_folder`: the
 /// run's folder, whose status.json the launcher completes when rank 0 dies without a word.
 int launch_from_train(const config::ExperimentConfig& cfg, const Args& args,

@@ -44,24 +44,19 @@ public:
             source = found.back().path;
         }
         static int counter = 0;
-        temp_ = (fs::temp_directory_path() /
-                 ("lathe-fetch-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-                    .string();
+        const std::string temp =
+            (fs::temp_directory_path() /
+             ("lathe-fetch-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+                .string();
         if (storage->files(source).empty()) throw Error(source + ": no files there");
-        checkpoint::download_folder(*storage, source, temp_);
-        path_ = temp_;
+        copy_ = std::make_unique<checkpoint::DownloadedFolder>(*storage, source, temp);
+        path_ = copy_->path();
     }
-    ~LocalCopy() {
-        std::error_code ec;
-        if (!temp_.empty()) fs::remove_all(temp_, ec);
-    }
-    LocalCopy(const LocalCopy&) = delete;
-    LocalCopy& operator=(const LocalCopy&) = delete;
     const std::string& path() const { return path_; }
 
 private:
     std::string path_;
-    std::string temp_;
+    std::unique_ptr<checkpoint::DownloadedFolder> copy_;
 };
 
 }  // namespace

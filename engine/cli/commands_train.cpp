@@ -74,6 +74,7 @@ int cmd_train(const Args& args) {
     opts.runs_dir = p.option("--runs-dir");
     const bool is_worker =
         std::getenv("RANK") || std::getenv("WORLD_SIZE") || std::getenv("SLURM_PROCID");
+    if (!is_worker && !layout_runs(cfg, cfg.launch.nproc, 1)) return kExitUsage;
     if (cfg.launch.nproc > 1 && !is_worker)
         return launch_from_train(cfg, args, "train", resolve_save_folder(cfg, opts.runs_dir));
     return run_worker(cfg, opts);
@@ -100,6 +101,7 @@ int cmd_bench(const Args& args) {
         return kExitUsage;
     }
     const bool is_worker = std::getenv("RANK") || std::getenv("WORLD_SIZE");
+    if (!is_worker && !layout_runs(cfg, nproc, 1)) return kExitUsage;
     if (nproc > 1 && !is_worker) {
         // Same arguments for every rank (minus --nproc); the launcher sets launch.nproc.
         Args worker_args;
@@ -258,10 +260,12 @@ int cmd_bench(const Args& args) {
             if (cuda > 0) r["peak_cuda_gib"] = cuda / (1 << 30);
             ranks.push_back(r);
         }
-        out["memory"] = {
-            {"ac_mode", config::enum_to_string(cfg.train_module.ac_config.mode)},
-            {"dp", world > 1 ? config::enum_to_string(cfg.train_module.dp_config.name) : "none"},
-            {"ranks", ranks}};
+        out["memory"] = {{"ac_mode", config::enum_to_string(cfg.train_module.ac_config.mode)},
+                         {"dp", world > cfg.train_module.tp_config.degree
+                                    ? config::enum_to_string(cfg.train_module.dp_config.name)
+                                    : "none"},
+                         {"tp", cfg.train_module.tp_config.degree},
+                         {"ranks", ranks}};
     }
     if (saves > 0) {
         out["checkpoint_mode"] = timer_async_name(cfg);

@@ -5,6 +5,7 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/run.h"
 #include "engine/config/io.h"
+#include "engine/config/layout.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
 #include "engine/util/stop_signals.h"
@@ -32,6 +33,15 @@
 #include <vector>
 
 namespace lathe::cli {
+
+bool layout_runs(const config::ExperimentConfig& cfg, int64_t world, int64_t nodes) {
+    const auto layout = config::parallel_layout(cfg, world, nodes);
+    if (layout.ok()) return true;
+    std::cerr << "lathe-engine launch: the parallel layout cannot run on " << world
+              << (world == 1 ? " rank" : " ranks") << ":\n";
+    for (const auto& problem : layout.problems) std::cerr << "  " << problem << "\n";
+    return false;
+}
 
 namespace {
 
@@ -410,6 +420,7 @@ int cmd_launch(const Args& args) {
         for (const auto& i : loaded.issues) std::cerr << "  " << i.to_string() << "\n";
         return kExitUsage;
     }
+    if (!layout_runs(loaded.config, o.nproc * o.nnodes, o.nnodes)) return kExitUsage;
     o.worker_args = rest;
     o.run_folder = resolve_save_folder(loaded.config, p.option("--runs-dir"));
     if (checkpoint::is_remote_path(loaded.config.trainer.save_folder))

@@ -1,5 +1,7 @@
 #include "engine/cli/run.h"
 
+#include "engine/config/layout.h"
+
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/resume.h"
 #include "engine/cli/cli.h"
@@ -151,6 +153,9 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     eo.log_filter_type = cfg.launch.log_filter_type;
     eo.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(cfg.launch.timeout_minutes * 60'000.0 + 0.5));
+    eo.layout = [&cfg](int64_t world, int64_t nodes) {
+        return config::parallel_layout(cfg, world, nodes);
+    };
     auto env = dist::prepare_training_environment(eo);
     const int rank = env->rank();
     const std::string folder = resolve_save_folder(cfg, opts.runs_dir);
@@ -194,7 +199,8 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     }
     auto split = data::build_split(cfg.dataset, cfg.model.vocab_size);
     train::TransformerTrainModule tm(cfg, *env);
-    data::DataLoader loader(split.train, cfg.data_loader, rank, env->world_size());
+    // Batches are split over the data-parallel ranks; the ranks of a TP group read the same.
+    data::DataLoader loader(split.train, cfg.data_loader, env->dp_rank(), env->dp_size());
     train::Trainer trainer(cfg, *env, tm, loader, folder);
     train::RunStatusCallback* status = nullptr;
     if (!opts.bench) {
@@ -225,15 +231,22 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     auto& model = tm.model();
     log::info("{}", version_line("lathe-engine"));
     log::info("run '{}' in {}", cfg.run_name, folder);
-    log::info("world: {} rank(s) ({}), device {}, {} CPU thread(s) per rank", env->world_size(),
-              env->world().source, env->device().str(), torch::get_num_threads());
+    log::info("world: {} rank(s) ({}), layout {}, device {}, {} CPU thread(s) per rank",
+              env->world_size(), env->world().source, env->layout().describe(), env->device().str(),
+              torch::get_num_threads());
     log::info("model: {} parameters ({} non-embedding), {} FLOPs/token",
               human(static_cast<double>(model->num_params())),
               human(static_cast<double>(model->num_non_embedding_params())),
               human(static_cast<double>(model->num_flops_per_token(cfg.dataset.sequence_length))));
+    std::string parallelism = tm.data_parallel().describe();
+    if (env->layout().tp > 1)
+        parallelism =
+            (env->dp_size() > 1 ? parallelism + "; " : std::string()) + "tensor parallel over " +
+            std::to_string(env->layout().tp) + " ranks" +
+            (cfg.train_module.tp_config.loss_parallel ? " (vocabulary-parallel loss)" : "");
     log::info("data: {}: {} train instances of {} tokens, {} batches per epoch; parallelism: {}",
               split.train->description(), split.train->num_instances(), cfg.dataset.sequence_length,
-              loader.total_batches(), tm.data_parallel().describe());
+              loader.total_batches(), parallelism);
 
     trainer.fit();
 

@@ -25,7 +25,7 @@ LATHE_ENUM(SchedulerName, cos_with_warmup, linear_with_warmup, constant, constan
 LATHE_ENUM(ScheduleShape, linear, cosine)
 LATHE_ENUM(OptimizerName, adamw, skip_step_adamw, lion, skip_step_lion)
 LATHE_ENUM(SchedulerUnits, steps, tokens)
-LATHE_ENUM(DataParallelType, ddp, fsdp)
+LATHE_ENUM(DataParallelType, ddp, fsdp, hsdp)
 LATHE_ENUM(ActivationCheckpointingMode, none, full, selected_blocks, selected_modules)
 LATHE_ENUM(CheckpointRemovalStrategy, ephemeral_only, all_non_permanent, never)
 LATHE_ENUM(DeviceKind, auto_, cpu, cuda)
@@ -431,23 +431,56 @@ struct SchedulerConfig : ScheduleParams {
     }
 };
 
-/// How the model is replicated or sharded over the ranks: DDP, or FSDP with its parameter dtype.
+/// How the model is replicated or sharded over the data-parallel ranks: DDP, FSDP, or HSDP (FSDP
+/// within groups of `shard_degree` ranks, replicated across `num_replicas` groups).
 struct DataParallelConfig {
     DataParallelType name = DataParallelType::ddp;
     std::optional<DType> param_dtype;
     DType reduce_dtype = DType::float32;
     double bucket_cap_mb = 25.0;
+    std::optional<int64_t> num_replicas;
+    std::optional<int64_t> shard_degree;
 
     template <class V>
     void visit(V& v) {
         v.field("name", name,
-                {"ddp replicates the model; fsdp shards parameters, gradients and optimizer state.",
+                {"ddp replicates the model; fsdp shards parameters, gradients and optimizer state; "
+                 "hsdp shards within groups of shard_degree ranks and replicates across groups.",
                  {}});
         v.field("param_dtype", param_dtype,
-                {"FSDP: dtype of gathered parameters; null keeps model.dtype.", {}});
+                {"FSDP/HSDP: dtype of gathered parameters; null keeps model.dtype.", {}});
         v.field("reduce_dtype", reduce_dtype, {"dtype of gradient reductions.", {}});
         v.field("bucket_cap_mb", bucket_cap_mb,
                 {"DDP: gradient bucket size in MiB.", Bounds::positive()});
+        v.field("num_replicas", num_replicas,
+                {"HSDP: number of replica groups; null derives it (one per node, or from "
+                 "shard_degree).",
+                 Bounds::at_least(1)});
+        v.field("shard_degree", shard_degree,
+                {"HSDP: ranks each replica is sharded over; null derives it (the ranks of a node, "
+                 "or from num_replicas).",
+                 Bounds::at_least(1)});
+    }
+};
+
+/// Tensor parallelism within a node (OLMo-core's TransformerTensorParallelConfig), Megatron-style:
+/// attention heads and the SwiGLU hidden size split over `degree` ranks, the embedding table and
+/// (with loss_parallel) the LM head split over the vocabulary.
+struct TensorParallelConfig {
+    int64_t degree = 1;
+    bool loss_parallel = true;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("degree", degree,
+                {"Ranks each layer is split over; 1 disables. Must divide model.n_heads, the "
+                 "key/value heads, the SwiGLU hidden size and model.vocab_size, and the world "
+                 "size (data parallelism runs over world / degree).",
+                 Bounds::at_least(1)});
+        v.field("loss_parallel", loss_parallel,
+                {"Split the LM head over the vocabulary and compute the cross-entropy in parallel; "
+                 "false keeps a whole LM head on every rank.",
+                 {}});
     }
 };
 
@@ -489,6 +522,7 @@ struct TrainModuleConfig {
     int64_t label_ignore_index = -100;
     std::optional<DType> autocast_precision;
     DataParallelConfig dp_config;
+    TensorParallelConfig tp_config;
     ActivationCheckpointingConfig ac_config;
     std::optional<std::map<std::string, std::string>> load_key_mapping;
 
@@ -510,6 +544,7 @@ struct TrainModuleConfig {
         v.field("autocast_precision", autocast_precision,
                 {"Run the forward pass under autocast to this dtype; null disables.", {}});
         v.field("dp_config", dp_config, {"Data parallelism across ranks."});
+        v.field("tp_config", tp_config, {"Tensor parallelism: layers split across ranks."});
         v.field("ac_config", ac_config,
                 {"Activation checkpointing: recompute blocks or modules in backward."});
         v.field("load_key_mapping", load_key_mapping,

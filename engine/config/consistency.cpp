@@ -1,5 +1,6 @@
 // Checks that involve more than one field. Each issue names the field a user should change.
 #include "engine/config/io.h"
+#include "engine/config/layout.h"
 
 #include <cmath>
 #include <filesystem>
@@ -257,16 +258,25 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
                                                      std::to_string(tm.rank_microbatch_size));
     }
     const int64_t gbs = c.data_loader.global_batch_size;
-    const int64_t dp = c.launch.nproc;
+    // The ranks of a tensor-parallel group share their batches: the batch is split over
+    // nproc / degree data-parallel ranks (a degree that does not divide nproc is the layout's
+    // problem, reported by launch).
+    const int64_t tp_degree = std::max<int64_t>(1, tm.tp_config.degree);
+    const bool tp_divides = c.launch.nproc % tp_degree == 0;
+    const int64_t dp = tp_divides ? c.launch.nproc / tp_degree : c.launch.nproc;
     if (gbs % seq != 0) {
         add("data_loader.global_batch_size", "must be a multiple of dataset.sequence_length (" +
                                                  std::to_string(seq) + "), got " +
                                                  std::to_string(gbs));
-    } else if (gbs % (tm.rank_microbatch_size * dp) != 0) {
+    } else if (tp_divides && gbs % (tm.rank_microbatch_size * dp) != 0) {
         add("data_loader.global_batch_size",
-            "must be divisible by train_module.rank_microbatch_size x launch.nproc (" +
-                std::to_string(tm.rank_microbatch_size) + " x " + std::to_string(dp) + " = " +
-                std::to_string(tm.rank_microbatch_size * dp) + "), got " + std::to_string(gbs));
+            "must be divisible by train_module.rank_microbatch_size x " +
+                std::string(tp_degree > 1 ? "the data-parallel ranks (launch.nproc / "
+                                            "train_module.tp_config.degree)"
+                                          : "launch.nproc") +
+                " (" + std::to_string(tm.rank_microbatch_size) + " x " + std::to_string(dp) +
+                " = " + std::to_string(tm.rank_microbatch_size * dp) + "), got " +
+                std::to_string(gbs));
     }
 
     const auto& ck = c.trainer.callbacks.checkpointer;
@@ -290,6 +300,18 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
     if (c.run_name.empty() || c.run_name.find('/') != std::string::npos) {
         add("run_name", "must be a non-empty name without '/' (got \"" + c.run_name + "\")");
     }
+
+    // Tensor parallelism's divisibility (the world size is checked where it is known: launch,
+    // and the ranks themselves), and HSDP's fields only under hsdp.
+    for (const auto& problem : tensor_parallel_problems(c)) {
+        const auto colon = problem.find(": ");
+        add(problem.substr(0, colon), problem.substr(colon + 2));
+    }
+    if (tm.dp_config.name != DataParallelType::hsdp &&
+        (tm.dp_config.num_replicas || tm.dp_config.shard_degree))
+        add(std::string("train_module.dp_config.") +
+                (tm.dp_config.num_replicas ? "num_replicas" : "shard_degree"),
+            "only for name hsdp (name is " + enum_to_string(tm.dp_config.name) + ")");
 
     {
         // Activation checkpointing: each mode's fields, and only those.

@@ -1,5 +1,7 @@
 #include "engine/config/memory_estimate.h"
 
+#include "engine/config/layout.h"
+
 #include <cstdio>
 
 namespace lathe::config {
@@ -46,11 +48,15 @@ MemoryEstimate estimate_training_memory(const ExperimentConfig& cfg, int64_t wor
     MemoryEstimate e;
     e.parameters = v * d + m.n_layers * per_block + d + d * v;
     e.world_size = std::max<int64_t>(1, world_size);
-    e.sharded = cfg.train_module.dp_config.name == DataParallelType::fsdp && e.world_size > 1;
+    // FSDP/HSDP divide the state over a sharding group, tensor parallelism over its degree (the
+    // few norm weights it replicates are left out of this lower bound).
+    const auto layout = parallel_layout(cfg, e.world_size);
+    e.split = layout.shard * layout.tp;
+    e.sharded = e.split > 1;
+    e.how = layout.describe();
     const double total =
         static_cast<double>(e.parameters) * static_cast<double>(kBytesPerParameter);
-    e.bytes_per_rank =
-        static_cast<int64_t>(e.sharded ? total / static_cast<double>(e.world_size) : total);
+    e.bytes_per_rank = static_cast<int64_t>(total / static_cast<double>(e.split));
     return e;
 }
 
@@ -59,7 +65,7 @@ std::string MemoryEstimate::describe() const {
                     " per rank for " + human_count(static_cast<double>(parameters)) +
                     " parameters x " + std::to_string(kBytesPerParameter) +
                     " bytes (weights, gradients, AdamW's two moments)";
-    if (sharded) s += ", sharded over " + std::to_string(world_size) + " ranks by FSDP";
+    if (sharded) s += ", split " + std::to_string(split) + " ways (" + how + ")";
     return s + "; activations come on top";
 }
 

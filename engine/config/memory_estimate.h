@@ -15,7 +15,9 @@ struct MemoryEstimate {
     int64_t parameters = 0;      ///< exactly what the model will have
     int64_t bytes_per_rank = 0;  ///< parameters + gradients + AdamW state on one rank
     int64_t world_size = 1;
-    bool sharded = false;  ///< FSDP: divided over the ranks
+    bool sharded = false;  ///< FSDP, HSDP or tensor parallelism: divided over ranks
+    int64_t split = 1;     ///< the ways the state is divided (shard group x tp degree)
+    std::string how;       ///< the layout, as ParallelLayout::describe() says it
 
     /// "2.31 GiB per rank (150.0M parameters x 16 bytes: weights, gradients, AdamW's two moments)".
     std::string describe() const;

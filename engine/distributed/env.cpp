@@ -232,6 +232,20 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
     std::unique_ptr<Environment> e(new Environment());
     e->world_ = read_world_info();
     const auto& w = e->world_;
+    // The mesh first: a layout that cannot run is refused on every rank before any work.
+    const int64_t nodes = std::max(1, w.world_size / std::max(1, w.local_world_size));
+    if (opts.layout) {
+        e->layout_ = opts.layout(w.world_size, nodes);
+    } else {
+        e->layout_.world = e->layout_.dp = e->layout_.shard = w.world_size;
+    }
+    if (!e->layout_.ok()) {
+        std::string msg = "the parallel layout cannot run on " + std::to_string(w.world_size) +
+                          (w.world_size == 1 ? " rank" : " ranks") + ": ";
+        for (std::size_t i = 0; i < e->layout_.problems.size(); ++i)
+            msg += (i ? "; " : "") + e->layout_.problems[i];
+        throw Error(msg);
+    }
 
     bool want_cuda = opts.device == config::DeviceKind::cuda ||
                      (opts.device == config::DeviceKind::auto_ && torch::cuda::is_available());
@@ -296,7 +310,10 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
                 "rendezvous at " + w.master_addr + ":" + std::to_string(w.master_port) + " failed",
                 ex);
         }
-        auto make_gloo = [&](const std::string& prefix) {
+        // A group of `size` ranks in which this rank is `rank`; `prefix` names it uniquely, so
+        // only its members rendezvous (c10d's new_group without the world-wide handshake).
+        auto make_gloo_group = [&](const std::string& prefix, int rank, int size) {
+            if (size == 1) return Group();
             auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, e->store_);
             auto o = c10d::ProcessGroupGloo::Options::create(opts.timeout);
             const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
@@ -309,27 +326,56 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
             }
             o->threads = 2;
             c10::intrusive_ptr<c10d::Backend> pg =
-                c10::make_intrusive<c10d::ProcessGroupGloo>(store, w.rank, w.world_size, o);
-            return Group(pg, w.rank, w.world_size);
+                c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+            return Group(pg, rank, size);
+        };
+        auto make_gloo = [&](const std::string& prefix) {
+            return make_gloo_group(prefix, w.rank, w.world_size);
         };
         e->cpu_ = make_gloo("cpu/");
         e->bookkeeping_ = make_gloo("bookkeeping/");
         e->checkpoint_ = make_gloo("checkpoint/");
-        e->dp_ = e->cpu_;
+        // The training device's groups over the mesh: Gloo on CPU, NCCL on CUDA.
+        std::function<Group(const std::string&, int, int)> make_device_group = make_gloo_group;
 #ifdef LATHE_WITH_CUDA
         if (e->device_.is_cuda()) {
             if (opts.backend.find("nccl") == std::string::npos) {
                 throw Error("CUDA training needs nccl in launch.backend (got \"" + opts.backend +
                             "\")");
             }
-            auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/", e->store_);
-            auto o = c10d::ProcessGroupNCCL::Options::create();
-            o->timeout = opts.timeout;
-            c10::intrusive_ptr<c10d::Backend> pg =
-                c10::make_intrusive<c10d::ProcessGroupNCCL>(store, w.rank, w.world_size, o);
-            e->dp_ = Group(pg, w.rank, w.world_size);
+            make_device_group = [&](const std::string& prefix, int rank, int size) {
+                if (size == 1) return Group();
+                auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/" + prefix, e->store_);
+                auto o = c10d::ProcessGroupNCCL::Options::create();
+                o->timeout = opts.timeout;
+                c10::intrusive_ptr<c10d::Backend> pg =
+                    c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
+                return Group(pg, rank, size);
+            };
         }
 #endif
+        const auto& l = e->layout_;
+        const auto r = static_cast<int64_t>(w.rank);
+        const auto i32 = [](int64_t v) { return static_cast<int>(v); };
+        const std::string tp_id = std::to_string(l.tp_index(r));
+        if (l.tp == 1) {
+            e->dp_ = e->device_.is_cuda() ? make_device_group("", w.rank, w.world_size) : e->cpu_;
+        } else {
+            // The ranks with this rank's tensor-parallel index, and this rank's TP neighbours.
+            e->dp_ = make_device_group("dp/" + tp_id + "/", i32(l.dp_index(r)), i32(l.dp));
+            e->tp_ = make_device_group("tp/" + std::to_string(l.dp_index(r)) + "/",
+                                       i32(l.tp_index(r)), i32(l.tp));
+        }
+        if (l.strategy == config::DataParallelType::hsdp) {
+            e->shard_ =
+                make_device_group("shard/" + tp_id + "/" + std::to_string(l.replica_index(r)) + "/",
+                                  i32(l.shard_index(r)), i32(l.shard));
+            e->replicate_ = make_device_group(
+                "replicate/" + tp_id + "/" + std::to_string(l.shard_index(r)) + "/",
+                i32(l.replica_index(r)), i32(l.replicas));
+        } else {
+            e->shard_ = e->dp_;
+        }
     }
     return e;
 }
@@ -341,15 +387,21 @@ void Group::shutdown() const {
 void Environment::teardown(bool graceful) {
     if (torn_down_) return;
     torn_down_ = true;
-    if (graceful && device_.is_cuda() && dp_.distributed()) {
-        try {
-            dp_.shutdown();
-        } catch (const std::exception&) {
-            // Releasing it below is all that is left to do.
+    if (graceful && device_.is_cuda()) {
+        for (const Group* g : {&dp_, &tp_, &shard_, &replicate_}) {
+            if (!g->distributed()) continue;
+            try {
+                g->shutdown();
+            } catch (const std::exception&) {
+                // Releasing it below is all that is left to do.
+            }
         }
     }
     // Release the groups before the store, so their destructors can still talk to it.
     dp_ = Group();
+    tp_ = Group();
+    shard_ = Group();
+    replicate_ = Group();
     cpu_ = Group();
     bookkeeping_ = Group();
     checkpoint_ = Group();

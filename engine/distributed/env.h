@@ -7,10 +7,12 @@
 #pragma once
 
 #include "engine/config/config.h"
+#include "engine/config/layout.h"
 
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +73,9 @@ struct EnvironmentOptions {
     config::LogFilterType log_filter_type = config::LogFilterType::rank0_only;
     config::DeviceKind device = config::DeviceKind::auto_;
     std::optional<int64_t> num_threads;
+    /// The mesh for a world of (ranks, nodes): config::parallel_layout of the run's config. Unset:
+    /// plain data parallelism over every rank.
+    std::function<config::ParallelLayout(int64_t world, int64_t nodes)> layout;
 };
 
 /// Everything a rank knows about the job. Created by prepare_training_environment() and passed
@@ -83,8 +88,22 @@ public:
     int world_size() const { return world_.world_size; }
     bool distributed() const { return world_.world_size > 1; }
     const torch::Device& device() const { return device_; }
-    /// Default group for the training device's tensors (Gloo on CPU, NCCL on CUDA).
+    /// The mesh: data parallelism (DDP, FSDP or HSDP's replicas x shards) times tensor
+    /// parallelism, tp innermost (config/layout.h).
+    const config::ParallelLayout& layout() const { return layout_; }
+    /// This rank's place among the data-parallel ranks (which batches it reads).
+    int dp_rank() const { return static_cast<int>(layout_.dp_index(world_.rank)); }
+    int dp_size() const { return static_cast<int>(layout_.dp); }
+    int tp_rank() const { return static_cast<int>(layout_.tp_index(world_.rank)); }
+    /// The data-parallel group for the training device's tensors (Gloo on CPU, NCCL on CUDA): the
+    /// ranks holding the same tensor-parallel slice; every rank without tensor parallelism.
     const Group& dp_group() const { return dp_; }
+    /// The tensor-parallel group (consecutive ranks); a one-rank group without TP.
+    const Group& tp_group() const { return tp_; }
+    /// FSDP/HSDP: the ranks parameters are sharded over (HSDP: within a replica; FSDP: dp_group).
+    const Group& shard_group() const { return shard_; }
+    /// HSDP: the ranks holding the same shard in the other replicas; one rank otherwise.
+    const Group& replicate_group() const { return replicate_; }
     /// Gloo group serviced only by the bookkeeping thread.
     const Group& bookkeeping_group() const { return bookkeeping_; }
     /// Gloo group for checkpoint coordination (CPU tensors, any thread but one at a time).
@@ -101,7 +120,8 @@ private:
     WorldInfo world_;
     torch::Device device_{torch::kCPU};
     c10::intrusive_ptr<c10d::Store> store_;
-    Group dp_, cpu_, bookkeeping_, checkpoint_;
+    config::ParallelLayout layout_;
+    Group dp_, tp_, shard_, replicate_, cpu_, bookkeeping_, checkpoint_;
     bool torn_down_ = false;
 };
 

@@ -18,7 +18,10 @@ RMSNormImpl::RMSNormImpl(int64_t size, double eps_) : eps(eps_) {
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
     auto xf = x.to(torch::kFloat32);
-    auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    auto mean_sq =
+        tp ? sum_over_tp(xf.pow(2).sum(-1, /*keepdim=*/true), *tp) / static_cast<double>(full_size)
+           : xf.pow(2).mean(-1, /*keepdim=*/true);
+    auto normed = xf * torch::rsqrt(mean_sq + eps);
     return (normed * weight.to(torch::kFloat32)).to(x.scalar_type());
 }
 
@@ -79,8 +82,9 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Rotar
     }
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
-    const int64_t B = x.size(0), T = x.size(1);
+torch::Tensor AttentionImpl::forward(const torch::Tensor& input) {
+    const int64_t B = input.size(0), T = input.size(1);
+    const auto x = tp ? copy_to_tp(input, *tp) : input;
     auto q = w_q(x), k = w_k(x), v = w_v(x);
     if (q_norm) {
         q = q_norm(q);
@@ -98,7 +102,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
         q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
         /*scale=*/std::nullopt, /*enable_gqa=*/n_kv_heads != n_heads);
     att = att.transpose(1, 2).reshape({B, T, n_heads * head_dim});
-    return w_out(att);
+    return tp ? reduce_from_tp(w_out(att), *tp) : w_out(att);
 }
 
 FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
@@ -110,8 +114,10 @@ FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
     w3 = register_module("w3", lin(d_model, hidden));
 }
 
-torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
-    return w2(torch::silu(w1(x)) * w3(x));
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& input) {
+    const auto x = tp ? copy_to_tp(input, *tp) : input;
+    auto out = w2(torch::silu(w1(x)) * w3(x));
+    return tp ? reduce_from_tp(out, *tp) : out;
 }
 
 BlockImpl::BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope) {
@@ -189,7 +195,12 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
 }
 
 torch::Tensor TransformerImpl::run_unit(int64_t unit, const torch::Tensor& x) {
-    if (unit == 0) return embeddings(x);
+    if (unit == 0) {
+        if (tp.active())
+            return vocab_parallel_embedding(x, embeddings->weight,
+                                            tp.rank * embeddings->weight.size(0), *tp.group);
+        return embeddings(x);
+    }
     if (unit <= cfg.n_layers) {
         auto& b = *blocks[static_cast<std::size_t>(unit - 1)]->as<Block>();
         const auto i = static_cast<std::size_t>(unit - 1);
@@ -197,7 +208,39 @@ torch::Tensor TransformerImpl::run_unit(int64_t unit, const torch::Tensor& x) {
             return checkpointed(b, BlockImpl::kWhole, x);
         return b.forward(x);
     }
-    return lm_head(lm_head_norm(x));
+    auto h = lm_head_norm(x);
+    if (tp.active() && loss_parallel) h = copy_to_tp(h, *tp.group);
+    return lm_head(h);
+}
+
+void TransformerImpl::apply_tp(const dist::Group& group, bool loss_parallel_) {
+    torch::NoGradGuard no_grad;
+    const int64_t degree = group.size(), rank = group.rank();
+    tp.group = &group;
+    tp.degree = degree;
+    tp.rank = rank;
+    loss_parallel = loss_parallel_;
+    if (degree <= 1) return;
+    for (auto& p : named_parameters()) {
+        const auto dim = tp_shard_dim(p.key(), loss_parallel);
+        if (!dim) continue;
+        auto& t = p.value();
+        const int64_t part = t.size(*dim) / degree;
+        t.set_data(t.narrow(*dim, rank * part, part).clone());
+    }
+    for (const auto& m : *blocks) {
+        auto b = m->as<Block>();
+        auto& a = b->attention;
+        a->n_heads /= degree;
+        a->n_kv_heads /= degree;
+        a->tp = &group;
+        if (a->q_norm) {
+            a->q_norm->tp = a->k_norm->tp = &group;
+            a->q_norm->full_size = a->q_norm->weight.size(0) * degree;
+            a->k_norm->full_size = a->k_norm->weight.size(0) * degree;
+        }
+        b->feed_forward->tp = &group;
+    }
 }
 
 std::vector<std::pair<std::string, torch::Tensor*>> TransformerImpl::unit_parameters(int64_t unit) {
@@ -241,6 +284,21 @@ LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
     auto logits = forward(input_ids).to(torch::kFloat32);
     auto flat = logits.view({-1, logits.size(-1)});
     auto flat_labels = labels.reshape({-1});
+    if (tp.active() && loss_parallel) {
+        // This rank holds a slice of the vocabulary's logits: the parallel cross-entropy.
+        auto [ce_sum, z_sum] =
+            vocab_parallel_cross_entropy(flat, flat_labels, tp.rank * flat.size(1), ignore_index,
+                                         z_loss_multiplier.has_value(), *tp.group);
+        LossOutput out;
+        out.loss = ce_sum / div_factor;
+        out.ce_loss = out.loss.detach();
+        if (z_loss_multiplier) {
+            auto z = *z_loss_multiplier * z_sum / div_factor;
+            out.loss = out.loss + z;
+            out.z_loss = z.detach();
+        }
+        return out;
+    }
     auto ce = F::cross_entropy(
         flat, flat_labels,
         F::CrossEntropyFuncOptions().ignore_index(ignore_index).reduction(torch::kSum));

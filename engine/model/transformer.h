@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/config/config.h"
+#include "engine/model/tensor_parallel.h"
 
 #include <torch/torch.h>
 
@@ -17,6 +18,10 @@ struct RMSNormImpl : torch::nn::Module {
     torch::Tensor forward(const torch::Tensor& x);
     torch::Tensor weight;
     double eps;
+    /// Tensor parallelism: x and weight are this rank's slice of `full_size` features; the mean
+    /// of squares is taken over all of them (summed over the group).
+    const dist::Group* tp = nullptr;
+    int64_t full_size = 0;
 };
 TORCH_MODULE(RMSNorm);
 
@@ -40,8 +45,9 @@ struct AttentionImpl : torch::nn::Module {
     torch::Tensor forward(const torch::Tensor& x);
     torch::nn::Linear w_q{nullptr}, w_k{nullptr}, w_v{nullptr}, w_out{nullptr};
     RMSNorm q_norm{nullptr}, k_norm{nullptr};
-    int64_t n_heads, n_kv_heads, head_dim;
+    int64_t n_heads, n_kv_heads, head_dim;  ///< heads on this rank (a slice under TP)
     std::shared_ptr<RotaryEmbedding> rope;
+    const dist::Group* tp = nullptr;  ///< tensor parallelism: sum w_out's partial results
 };
 TORCH_MODULE(Attention);
 
@@ -50,6 +56,7 @@ struct FeedForwardImpl : torch::nn::Module {
     FeedForwardImpl(int64_t d_model, int64_t hidden);
     torch::Tensor forward(const torch::Tensor& x);
     torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+    const dist::Group* tp = nullptr;  ///< tensor parallelism: sum w2's partial results
 };
 TORCH_MODULE(FeedForward);
 
@@ -108,6 +115,14 @@ struct TransformerImpl : torch::nn::Module {
     /// Truncated-normal init (std init_std, cut at +-3 std) from init_seed, in OLMo-core's order:
     /// embeddings; per block w_q, w_k, w_v, w_out, w1, w3, w2; then the LM head. Norm weights = 1.
     void init_weights();
+
+    /// Tensor parallelism (tensor_parallel.h): keeps this rank's slice of every split parameter
+    /// (the model is built and initialised whole first, so every layout starts from the same
+    /// weights). Call before the model is wrapped for data parallelism.
+    void apply_tp(const dist::Group& group, bool loss_parallel);
+    /// The tensor-parallel slice this model holds (inactive without TP).
+    TensorParallelSlice tp;
+    bool loss_parallel = false;
 
     int64_t num_params() const;
     int64_t num_non_embedding_params() const;  ///< all but the embedding table, as OLMo-core counts

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -297,7 +298,11 @@ std::pair<std::string, std::string> split_s3_url(const std::string& url) {
 
 // ---- requests -----------------------------------------------------------------------------------
 
-struct S3Client::Request {
+namespace detail {
+
+// S3's requests and plain HTTP's: whether one is signed is the settings passed to
+// perform_request.
+struct Request {
     std::string method = "GET";
     std::string url;
     std::string what;  // "PUT s3://b/k", for messages
@@ -307,14 +312,24 @@ struct S3Client::Request {
     // Download into a file (fd, offset); else into Response::body.
     int sink_fd = -1;
     uint64_t sink_offset = 0;
-    bool sign = true;
     bool missing_ok = false;  // a 404 is an answer, not an error (HEAD)
 };
+
+struct Response {
+    long status = 0;
+    uint64_t written = 0;  ///< bytes written to a file sink
+    std::string body;
+    std::map<std::string, std::string> headers;  // lower-case names
+};
+
+}  // namespace detail
+
+using detail::Request;
+using detail::Response;
 
 namespace {
 
 // One request with retries. `sign` signs with the settings' keys through CURLOPT_AWS_SIGV4.
-template <class Response, class Request>
 Response perform_request(Request& r, const TransferOptions& o, const S3Settings* sign) {
     init_curl();
     std::string last_error;
@@ -484,8 +499,28 @@ std::string S3Client::url(const std::string& bucket, const std::string& key,
     return query.empty() ? u : u + "?" + query;
 }
 
-S3Client::Response S3Client::perform(Request& r) const {
-    return perform_request<Response>(r, o_, &s_);
+namespace {
+
+// `local` written through `fill(fd, temporary path)` into local + ".download", synced, then
+// renamed over `local`: a download cut short never leaves a file under the final name.
+void download_into(const std::string& local,
+                   const std::function<void(int fd, const std::string& tmp)>& fill) {
+    const std::string tmp = local + ".download";
+    {
+        Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (f.fd < 0) throw Error(tmp + ": cannot create: " + std::strerror(errno));
+        fill(f.fd, tmp);
+        if (::fsync(f.fd) != 0) throw Error(tmp + ": cannot sync: " + std::strerror(errno));
+    }
+    std::error_code ec;
+    fs::rename(tmp, local, ec);
+    if (ec) throw Error("cannot rename " + tmp + " to " + local + ": " + ec.message());
+}
+
+}  // namespace
+
+Response S3Client::perform(Request& r) const {
+    return perform_request(r, o_, &s_);
 }
 
 std::string S3Client::get(const std::string& bucket, const std::string& key,
@@ -516,11 +551,8 @@ void S3Client::get_to_file(const std::string& bucket, const std::string& key,
     const auto size = head(bucket, key);
     if (!size)
         throw HttpError("GET " + describe(bucket, key) + ": no such object", 404, "NoSuchKey");
-    const std::string tmp = local + ".download";
-    {
-        Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (f.fd < 0) throw Error(tmp + ": cannot create: " + std::strerror(errno));
-        if (::ftruncate(f.fd, static_cast<off_t>(*size)) != 0)
+    download_into(local, [&](int fd, const std::string& tmp) {
+        if (::ftruncate(fd, static_cast<off_t>(*size)) != 0)
             throw Error(tmp + ": cannot size to " + std::to_string(*size) +
                         " bytes: " + std::strerror(errno));
         const uint64_t part = std::max<uint64_t>(o_.part_size, 1);
@@ -535,7 +567,7 @@ void S3Client::get_to_file(const std::string& bucket, const std::string& key,
                 r.headers.push_back("Range: bytes=" + std::to_string(first) + "-" +
                                     std::to_string(last));
             }
-            r.sink_fd = f.fd;
+            r.sink_fd = fd;
             r.sink_offset = first;
             const uint64_t want = *size > 0 ? std::min(*size, first + part) - first : 0;
             const auto resp = perform(r);
@@ -544,11 +576,7 @@ void S3Client::get_to_file(const std::string& bucket, const std::string& key,
                             " bytes came for a range of " + std::to_string(want) +
                             " (the object changed while it was read?)");
         });
-        if (::fsync(f.fd) != 0) throw Error(tmp + ": cannot sync: " + std::strerror(errno));
-    }
-    std::error_code ec;
-    fs::rename(tmp, local, ec);
-    if (ec) throw Error("cannot rename " + tmp + " to " + local + ": " + ec.message());
+    });
 }
 
 void S3Client::put(const std::string& bucket, const std::string& key,
@@ -637,7 +665,7 @@ void S3Client::put_file(const std::string& bucket, const std::string& key,
             abort.what = "DELETE " + describe(bucket, key) + " (abort a multipart upload)";
             TransferOptions once = o_;
             once.max_retries = 1;
-            perform_request<Response>(abort, once, &s_);
+            perform_request(abort, once, &s_);
         } catch (const std::exception&) {
             // The server may be gone; its lifecycle rules clean up abandoned parts.
         }
@@ -705,62 +733,35 @@ void S3Client::create_bucket(const std::string& bucket) const {
 
 // ---- plain HTTP ---------------------------------------------------------------------------------
 
-namespace {
-struct HttpRequest {
-    std::string method = "GET";
-    std::string url;
-    std::string what;
-    std::vector<std::string> headers;
-    Body body;
-    bool has_body = false;
-    int sink_fd = -1;
-    uint64_t sink_offset = 0;
-    bool missing_ok = false;
-};
-struct HttpResponse {
-    long status = 0;
-    uint64_t written = 0;
-    std::string body;
-    std::map<std::string, std::string> headers;
-};
-}  // namespace
-
 HttpClient::HttpClient(TransferOptions options) : o_(options) {}
 
 std::string HttpClient::get(const std::string& url) const {
-    HttpRequest r;
+    Request r;
     r.url = url;
     r.what = "GET " + redact_url(url);
-    return perform_request<HttpResponse>(r, o_, nullptr).body;
+    return perform_request(r, o_, nullptr).body;
 }
 
 std::optional<uint64_t> HttpClient::head(const std::string& url) const {
-    HttpRequest r;
+    Request r;
     r.method = "HEAD";
     r.url = url;
     r.what = "HEAD " + redact_url(url);
     r.missing_ok = true;
-    const auto resp = perform_request<HttpResponse>(r, o_, nullptr);
+    const auto resp = perform_request(r, o_, nullptr);
     if (resp.status == 404) return std::nullopt;
     const auto it = resp.headers.find("content-length");
     return it == resp.headers.end() ? 0 : std::stoull(it->second);
 }
 
 void HttpClient::get_to_file(const std::string& url, const std::string& local) const {
-    const std::string tmp = local + ".download";
-    {
-        Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (f.fd < 0) throw Error(tmp + ": cannot create: " + std::strerror(errno));
-        HttpRequest r;
+    download_into(local, [&](int fd, const std::string&) {
+        Request r;
         r.url = url;
         r.what = "GET " + redact_url(url);
-        r.sink_fd = f.fd;
-        perform_request<HttpResponse>(r, o_, nullptr);
-        if (::fsync(f.fd) != 0) throw Error(tmp + ": cannot sync: " + std::strerror(errno));
-    }
-    std::error_code ec;
-    fs::rename(tmp, local, ec);
-    if (ec) throw Error("cannot rename " + tmp + " to " + local + ": " + ec.message());
+        r.sink_fd = fd;
+        perform_request(r, o_, nullptr);
+    });
 }
 
 }  // namespace lathe::remote

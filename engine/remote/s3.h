@@ -68,6 +68,12 @@ struct Listing {
     std::vector<std::string> prefixes;  ///< with a delimiter: the "folders", each ending in it
 };
 
+namespace detail {
+/// One HTTP exchange (s3.cpp): what is sent, with retries, and what came back.
+struct Request;
+struct Response;
+}  // namespace detail
+
 class S3Client {
 public:
     explicit S3Client(S3Settings settings, TransferOptions options = transfer_options());
@@ -98,16 +104,9 @@ public:
     static std::string describe(const std::string& bucket, const std::string& key);
 
 private:
-    struct Request;
-    struct Response {
-        long status = 0;
-        uint64_t written = 0;  ///< bytes written to a file sink
-        std::string body;
-        std::map<std::string, std::string> headers;  // lower-case names
-    };
     std::string url(const std::string& bucket, const std::string& key,
                     const std::string& query = {}) const;
-    Response perform(Request& r) const;
+    detail::Response perform(detail::Request& r) const;
 
     S3Settings s_;
     TransferOptions o_;

@@ -92,8 +92,12 @@ struct UnitFunction : public torch::autograd::Function<UnitFunction> {
 FullyShardedDataParallel::FullyShardedDataParallel(
     model::Transformer& model, const dist::Group& group, const config::DataParallelConfig& cfg,
     const std::function<int(const std::string&)>& group_of, int num_groups,
-    const torch::Device& device)
-    : model_(model), group_(group), reduce_dtype_(to_scalar(cfg.reduce_dtype)), device_(device) {
+    const torch::Device& device, const dist::Group* replicate)
+    : model_(model),
+      group_(group),
+      replicate_(replicate && replicate->distributed() ? replicate : nullptr),
+      reduce_dtype_(to_scalar(cfg.reduce_dtype)),
+      device_(device) {
     if (cfg.param_dtype) param_dtype_ = to_scalar(*cfg.param_dtype);
     const int64_t world = group.size(), rank = group.rank();
     // Shards, placeholders and optimizer state live on the rank's device; the full parameters are
@@ -136,7 +140,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(
 }
 
 std::string FullyShardedDataParallel::describe() const {
-    return "FSDP over " + std::to_string(group_.size()) + " ranks, " +
+    return (replicate_ ? "HSDP: " + std::to_string(replicate_->size()) + " replicas, each "
+                       : std::string()) +
+           "FSDP over " + std::to_string(group_.size()) + " ranks, " +
            std::to_string(units_.size()) + " units" +
            (param_dtype_ ? std::string(", params in ") + c10::toString(*param_dtype_)
                          : std::string());
@@ -161,7 +167,35 @@ torch::Tensor FullyShardedDataParallel::scatter_grad(const torch::Tensor& full_g
     for (int r = 0; r < group_.size(); ++r) chunks.push_back(buf.narrow(0, r * per, per));
     auto mine = torch::empty({per}, buf.options());
     group_.reduce_scatter(mine, chunks);
-    return mine.to(torch::kFloat32).div_(static_cast<double>(group_.size()));
+    auto out = mine.to(torch::kFloat32).div_(static_cast<double>(group_.size()));
+    if (replicate_) {
+        // HSDP: the same shard's gradient from every replica, averaged.
+        replicate_->all_reduce(out);
+        out.div_(static_cast<double>(replicate_->size()));
+    }
+    return out;
+}
+
+torch::Tensor FullyShardedDataParallel::weighted_grad_norm_sq(
+    const std::function<double(const std::string&)>& weight) const {
+    auto total = torch::zeros({}, torch::TensorOptions().device(device_).dtype(torch::kFloat32));
+    const int64_t rank = group_.rank();
+    for (const auto& u : units_) {
+        for (const auto& g : u.groups) {
+            if (g.total == 0 || !g.shard.grad().defined()) continue;
+            const auto grad = g.shard.grad();
+            const int64_t per = g.padded / group_.size(), lo = rank * per, hi = lo + per;
+            // Each parameter's part of this rank's slice.
+            for (std::size_t i = 0; i < g.names.size(); ++i) {
+                const int64_t from = std::max(lo, g.offsets[i]);
+                const int64_t to = std::min(hi, g.offsets[i] + g.numels[i]);
+                if (from >= to) continue;
+                total += grad.narrow(0, from - lo, to - from).to(torch::kFloat32).pow(2).sum() *
+                         weight(g.names[i]);
+            }
+        }
+    }
+    return total;
 }
 
 void FullyShardedDataParallel::bind(Unit& u, const std::vector<torch::Tensor>& fulls) {

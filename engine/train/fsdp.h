@@ -1,4 +1,6 @@
 // FSDP (ZeRO-3): parameters, gradients and optimizer state sharded across the data-parallel ranks.
+// HSDP: the same within each replica's group of ranks, with the reduced gradient shards then
+// averaged over the replicas (the ranks holding the same shard).
 //
 // The model runs as units (embeddings, each block, the LM head). Each unit's parameters live as
 // one flat fp32 vector per optimizer group, padded to a multiple of the world size; a rank holds
@@ -27,13 +29,17 @@ public:
     FullyShardedDataParallel(model::Transformer& model, const dist::Group& group,
                              const config::DataParallelConfig& cfg,
                              const std::function<int(const std::string&)>& group_of, int num_groups,
-                             const torch::Device& device);
+                             const torch::Device& device, const dist::Group* replicate = nullptr);
     void before_backward(bool) override {}
     void finish_backward() override {}
     std::string describe() const override;
     std::vector<torch::Tensor> grad_params() const override;
     void reduce_grad_norm_sq(torch::Tensor& local) const override { group_.all_reduce(local); }
 
+    /// This rank's sum of squared gradients with each parameter's elements weighted by
+    /// `weight(name)` (tensor parallelism counts a replicated parameter 1/degree on each rank).
+    torch::Tensor weighted_grad_norm_sq(
+        const std::function<double(const std::string&)>& weight) const;
     /// The shards of each optimizer group (a unit without parameters of a group has no shard).
     std::vector<std::vector<torch::Tensor>> optimizer_groups() const;
     /// Full tensors by parameter name, gathered from the shards (model and optimizer state) in the
@@ -73,6 +79,7 @@ public:
 private:
     model::Transformer& model_;
     const dist::Group& group_;
+    const dist::Group* replicate_ = nullptr;  ///< HSDP: the other replicas of this shard
     std::vector<Unit> units_;
     std::optional<torch::ScalarType> param_dtype_;
     torch::ScalarType reduce_dtype_;

@@ -1,5 +1,6 @@
 #include "engine/train/train_module.h"
 
+#include "engine/model/tensor_parallel.h"
 #include "engine/train/data_parallel.h"
 #include "engine/train/fsdp.h"
 #include "engine/train/scheduler.h"
@@ -100,7 +101,10 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
                                                dist::Environment& env)
     : cfg_(cfg.train_module), full_cfg_(cfg), env_(env) {
     model_ = model::Transformer(cfg.model);
-    const bool fsdp = env.distributed() && cfg_.dp_config.name == config::DataParallelType::fsdp;
+    // Tensor parallelism first: the whole model was built and initialised on every rank, so
+    // each keeps its slice of the same weights; data parallelism then wraps the slices.
+    if (env.layout().tp > 1) model_->apply_tp(env.tp_group(), cfg_.tp_config.loss_parallel);
+    const bool fsdp = env.dp_size() > 1 && cfg_.dp_config.name != config::DataParallelType::ddp;
     // FSDP shards the model while it is still on the host and moves only the shards to the device,
     // so a model that does not fit one GPU can still start.
     if (!fsdp) model_->to(env.device());
@@ -151,8 +155,8 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
     auto group_of = [&group_by_name](const std::string& name) { return group_by_name.at(name); };
     if (fsdp) {
         auto wrapper = std::make_unique<FullyShardedDataParallel>(
-            model_, env.dp_group(), cfg_.dp_config, group_of, static_cast<int>(groups.size()),
-            env.device());
+            model_, env.shard_group(), cfg_.dp_config, group_of, static_cast<int>(groups.size()),
+            env.device(), &env.replicate_group());
         model_->to(env.device());  // what is left: buffers and the emptied parameter placeholders
         fsdp_ = wrapper.get();
         auto shards = wrapper->optimizer_groups();
@@ -161,7 +165,7 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
     } else {
         for (auto& p : model_->named_parameters())
             groups[static_cast<std::size_t>(group_of(p.key()))].params.push_back(p.value());
-        if (env.distributed()) {
+        if (env.dp_size() > 1) {
             dp_ = std::make_unique<DistributedDataParallel>(model_->parameters(), env.dp_group(),
                                                             cfg_.dp_config);
         } else {
@@ -239,9 +243,9 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
         // The skip-step optimizers judge this step by its loss averaged over the ranks now, as
         // OLMo-core's train module does for them.
         auto mean = ce_total.detach().reshape({1}).clone();
-        if (env_.distributed()) {
+        if (env_.dp_size() > 1) {
             env_.dp_group().all_reduce(mean);
-            mean.div_(static_cast<double>(env_.world_size()));
+            mean.div_(static_cast<double>(env_.dp_size()));
         }
         optim_->set_latest_loss(mean);
     }
@@ -262,8 +266,27 @@ void TransformerTrainModule::optim_step() {
     // Total gradient norm in fp32 (gradients are already averaged over ranks; FSDP sums its shards).
     torch::Tensor total =
         torch::zeros({}, torch::TensorOptions().device(env_.device()).dtype(torch::kFloat32));
-    for (const auto& g : grads) total += g.to(torch::kFloat32).pow(2).sum();
-    dp_->reduce_grad_norm_sq(total);
+    const int64_t tp = model_->tp.degree;
+    if (tp == 1) {
+        for (const auto& g : grads) total += g.to(torch::kFloat32).pow(2).sum();
+        dp_->reduce_grad_norm_sq(total);
+    } else {
+        // Tensor parallelism: a split parameter's slices are summed over the TP group; a
+        // replicated one has the same gradient on every TP rank, so each counts it 1/degree.
+        const bool lp = model_->loss_parallel;
+        auto weight = [tp, lp](const std::string& name) {
+            return model::tp_shard_dim(name, lp) ? 1.0 : 1.0 / static_cast<double>(tp);
+        };
+        if (fsdp_) {
+            total = fsdp_->weighted_grad_norm_sq(weight);
+        } else {
+            for (auto& p : model_->named_parameters())
+                if (p.value().grad().defined())
+                    total += p.value().grad().to(torch::kFloat32).pow(2).sum() * weight(p.key());
+        }
+        dp_->reduce_grad_norm_sq(total);
+        env_.tp_group().all_reduce(total);
+    }
     total = total.sqrt();
     const double norm = total.item<double>();
     last_grads_finite_ = std::isfinite(norm);
@@ -334,10 +357,66 @@ std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch&
     return {out.ce_loss.item<double>(), n};
 }
 
+namespace {
+
+// The parameter a state tensor belongs to ("model.X" or "optim.state.X.<state>"), or "".
+std::string parameter_of(const std::string& key, bool* is_step) {
+    *is_step = false;
+    if (key.rfind("model.", 0) == 0) return key.substr(6);
+    const std::string prefix = "optim.state.";
+    if (key.rfind(prefix, 0) != 0) return {};
+    const auto dot = key.rfind('.');
+    *is_step = key.substr(dot + 1) == "step";
+    return key.substr(prefix.size(), dot - prefix.size());
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::gather_tp(
+    std::vector<std::pair<std::string, torch::Tensor>> local) {
+    // Only the ranks that hold the data-parallel group's full tensors (dp index 0) gather, and
+    // they all form one TP group; the tensors of the others are not used.
+    if (!model_->tp.active() || env_.dp_rank() != 0) return local;
+    const auto& group = env_.tp_group();
+    for (auto& [key, t] : local) {
+        bool is_step = false;
+        const auto dim = model::tp_shard_dim(parameter_of(key, &is_step), model_->loss_parallel);
+        if (!dim || is_step) continue;
+        const auto where = t.device();
+        auto mine = t.detach().to(env_.device()).contiguous();
+        std::vector<torch::Tensor> parts;
+        group.all_gather(parts, mine);
+        t = torch::cat(parts, *dim).to(where);
+    }
+    return local;
+}
+
+std::map<std::string, torch::Tensor> TransformerTrainModule::slice_tp(
+    const std::map<std::string, torch::Tensor>& full) const {
+    std::map<std::string, torch::Tensor> out;
+    const auto& tp = model_->tp;
+    for (const auto& [key, t] : full) {
+        bool is_step = false;
+        const auto dim = model::tp_shard_dim(parameter_of(key, &is_step), model_->loss_parallel);
+        if (!dim || is_step) {
+            out.emplace(key, t);
+            continue;
+        }
+        if (t.dim() <= *dim || t.size(*dim) % tp.degree != 0)
+            throw Error("checkpoint tensor '" + key + "' has shape " + c10::str(t.sizes()) +
+                        ", which train_module.tp_config.degree " + std::to_string(tp.degree) +
+                        " cannot split along dimension " + std::to_string(*dim) +
+                        " (a different model config?)");
+        const int64_t part = t.size(*dim) / tp.degree;
+        out.emplace(key, t.narrow(*dim, tp.rank * part, part));
+    }
+    return out;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state_tensors() {
     std::vector<std::pair<std::string, torch::Tensor>> out;
     if (fsdp_) {
-        out = fsdp_->full_state(*optim_);
+        out = gather_tp(fsdp_->full_state(*optim_));
         if (env_.rank() == 0) {
             for (auto& h : optim_->history()) out.push_back(std::move(h));
         }
@@ -356,23 +435,35 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state
                 out.emplace_back("optim.state." + name + "." + key, t);
         }
     }
-    return out;
+    return gather_tp(std::move(out));
 }
 
 std::map<std::string, torch::Tensor> TransformerTrainModule::full_model_parameters() {
     std::map<std::string, torch::Tensor> out;
     if (fsdp_) {
-        for (auto& [name, t] : fsdp_->full_state(*optim_, /*with_optimizer=*/false))
+        for (auto& [name, t] : gather_tp(fsdp_->full_state(*optim_, /*with_optimizer=*/false)))
             out.emplace(name.substr(6), std::move(t));  // without "model."
+        return out;
+    }
+    if (model_->tp.active()) {
+        std::vector<std::pair<std::string, torch::Tensor>> local;
+        for (auto& p : model_->named_parameters())
+            local.emplace_back("model." + p.key(), p.value());
+        for (auto& [name, t] : gather_tp(std::move(local))) out.emplace(name.substr(6), t);
         return out;
     }
     for (auto& p : model_->named_parameters()) out.emplace(p.key(), p.value());
     return out;
 }
 
-void TransformerTrainModule::load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
+void TransformerTrainModule::load_state_tensors(const std::map<std::string, torch::Tensor>& full,
                                                 bool load_optim) {
     torch::NoGradGuard no_grad;
+    // Checkpoints hold whole tensors whatever the layout that saved them; under tensor
+    // parallelism each rank takes its slice.
+    std::map<std::string, torch::Tensor> sliced;
+    if (model_->tp.active()) sliced = slice_tp(full);
+    const auto& tensors = model_->tp.active() ? sliced : full;
     if (load_optim) optim_->set_history(tensors);
     if (fsdp_) {
         fsdp_->load_full_state(tensors, load_optim ? optim_.get() : nullptr);

@@ -63,6 +63,14 @@ public:
                             bool load_optim) override;
 
 private:
+    /// Tensor parallelism: whole tensors from this rank's slices (state_tensors' names), gathered
+    /// over the TP group by the ranks that keep them; and the reverse, this rank's slices of whole
+    /// tensors.
+    std::vector<std::pair<std::string, torch::Tensor>> gather_tp(
+        std::vector<std::pair<std::string, torch::Tensor>> local);
+    std::map<std::string, torch::Tensor> slice_tp(
+        const std::map<std::string, torch::Tensor>& full) const;
+
     config::TrainModuleConfig cfg_;
     config::ExperimentConfig full_cfg_;
     dist::Environment& env_;

@@ -1,6 +1,7 @@
 // The assembled window against the fake engine: Start, live metrics into the plots, Checkpoint,
 // Stop, state label and progress, the sampler's text in the Samples dock, a screenshot (to $LATHE_SCREENSHOT when set), and SIGTERM
 // quitting as the Quit action does.
+#include "ui/config/layout_diagram.h"
 #include "ui/main_window.h"
 
 #include "ui/config/config_editor.h"
@@ -120,6 +121,28 @@ private Q_SLOTS:
         QCOMPARE(w->stateLabel()->text(), QStringLiteral("finished"));  // stopped, not killed
         w.reset();
         QVERIFY2(!QFileInfo::exists(controlDir), qPrintable(controlDir));
+    }
+
+    // A mesh asking for more ranks proposes its world size in the Ranks box; a layout that
+    // cannot run on the box's ranks keeps Start disabled, saying why.
+    void meshProposesRanks() {
+        MainWindow w;
+        w.ranksBox()->setValue(1);
+        QVERIFY(w.startAction()->isEnabled());
+        w.editor()->editField(QStringLiteral("train_module.tp_config.degree"), 2);
+        QCOMPARE(w.ranksBox()->value(), 2);
+        w.editor()->editField(QStringLiteral("train_module.dp_config.name"), "fsdp");
+        QCOMPARE(w.ranksBox()->value(), 4);
+        QVERIFY(w.startAction()->isEnabled());
+        w.ranksBox()->setValue(3);
+        QVERIFY(!w.startAction()->isEnabled());
+        QVERIFY2(
+            w.startAction()->toolTip().contains(QStringLiteral("does not divide the world size")),
+            qPrintable(w.startAction()->toolTip()));
+        w.ranksBox()->setValue(6);
+        QVERIFY(w.startAction()->isEnabled());
+        QCOMPARE(w.editor()->layoutDiagram()->text(),
+                 QStringLiteral("6 ranks: fsdp over 3 x tp 2"));
     }
 };
 

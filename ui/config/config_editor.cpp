@@ -1,11 +1,14 @@
 #include "ui/config/config_editor.h"
 
+#include "ui/config/layout_diagram.h"
+
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontDatabase>
 #include <QFormLayout>
+#include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QListWidget>
@@ -159,6 +162,17 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
     resolved_->setToolTip(tr("The config as the engine will read it (read-only)."));
     tabs_->addTab(resolved_, tr("Resolved JSON"));
     layout->addWidget(tabs_, 1);
+
+    // The parallel layout on the workbench's ranks, redrawn as the mesh fields change.
+    auto* layoutBox = new QGroupBox(tr("Parallel layout"), this);
+    layoutBox->setToolTip(
+        tr("Ranks as the engine will arrange them: data parallelism (train_module.dp_config) down, "
+           "tensor parallelism (train_module.tp_config) across."));
+    auto* layoutBoxLayout = new QVBoxLayout(layoutBox);
+    layoutBoxLayout->setContentsMargins(4, 2, 4, 2);
+    diagram_ = new LayoutDiagram(layoutBox);
+    layoutBoxLayout->addWidget(diagram_);
+    layout->addWidget(layoutBox);
 
     summary_ = new QLabel(this);
     summary_->setObjectName(QStringLiteral("validationSummary"));
@@ -340,6 +354,8 @@ void ConfigEditor::revalidate() {
                           : tr("✖ %n problem(s): the run cannot start until they are fixed.",
                                nullptr, int(issues_.size())));
     resolved_->setPlainText(toQ(cfg::to_json(loaded.config).dump(2)));
+    config_ = loaded.config;
+    updateLayout();
     const bool valid = issues_.empty();
     if (valid != valid_) {
         valid_ = valid;
@@ -378,6 +394,28 @@ void ConfigEditor::updateMarkers() {
 Json ConfigEditor::completeDocument(const Json& raw) const {
     Json base = cfg::to_json(cfg::load_document(raw).config);
     return deepMerge(base, raw);
+}
+
+void ConfigEditor::setWorldSize(int ranks) {
+    ranks = std::max(1, ranks);
+    if (ranks == worldSize_) return;
+    worldSize_ = ranks;
+    updateLayout();
+}
+
+const cfg::ParallelLayout& ConfigEditor::parallelLayout() const {
+    return diagram_->parallelLayout();
+}
+
+void ConfigEditor::updateLayout() {
+    if (!diagram_) return;
+    const auto layout = cfg::parallel_layout(config_, worldSize_);
+    const auto& old = diagram_->parallelLayout();
+    const bool same = old.world == layout.world && old.tp == layout.tp && old.dp == layout.dp &&
+                      old.replicas == layout.replicas && old.shard == layout.shard &&
+                      old.strategy == layout.strategy && old.problems == layout.problems;
+    diagram_->setParallelLayout(layout);
+    if (!same) Q_EMIT parallelLayoutChanged();
 }
 
 Json ConfigEditor::resolvedJson() const {

@@ -6,6 +6,7 @@
 // undo/redo, and a read-only view of the resolved JSON.
 #pragma once
 
+#include "engine/config/layout.h"
 #include "ui/config/field_editor.h"
 #include "ui/config/schema_fields.h"
 
@@ -24,6 +25,8 @@ class QUndoStack;
 class QVBoxLayout;
 
 namespace lathe::ui {
+
+class LayoutDiagram;
 
 class ConfigEditor : public QWidget {
     Q_OBJECT
@@ -56,8 +59,16 @@ public:
     const FieldSpec& schema() const { return root_; }
     /// Sets a field as if the user had edited it (undoable).
     void editField(const QString& path, const Json& value);
+    /// The config as resolved at the last validation (defaults for anything invalid).
+    const lathe::config::ExperimentConfig& resolvedConfig() const { return config_; }
+    /// The parallel layout of the config on worldSize() ranks, as the engine will check it.
+    const lathe::config::ParallelLayout& parallelLayout() const;
+    int worldSize() const { return worldSize_; }
+    LayoutDiagram* layoutDiagram() const { return diagram_; }
 
 public Q_SLOTS:
+    /// The ranks the run will have (the workbench's Ranks box): the layout is checked against it.
+    void setWorldSize(int ranks);
     void openInteractive();
     bool saveInteractive();
     bool saveAsInteractive();
@@ -66,6 +77,8 @@ Q_SIGNALS:
     void validityChanged(bool valid);
     void documentChanged();
     void currentFileChanged(const QString& path);
+    /// The parallel layout changed (a mesh field or the world size).
+    void parallelLayoutChanged();
 
 private:
     friend class SetFieldCommand;
@@ -82,6 +95,7 @@ private:
     Json completeDocument(const Json& raw) const;
     void updateSwitches();
     void revealField(const QString& path);
+    void updateLayout();
 
     FieldSpec root_;
     Json doc_;
@@ -101,6 +115,9 @@ private:
     QListWidget* problems_ = nullptr;
     QLabel* summary_ = nullptr;
     QUndoStack* undo_ = nullptr;
+    lathe::config::ExperimentConfig config_;
+    int worldSize_ = 1;
+    LayoutDiagram* diagram_ = nullptr;
 };
 
 }  // namespace lathe::ui

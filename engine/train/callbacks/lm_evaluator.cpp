@@ -31,12 +31,15 @@ public:
         auto& t = trainer();
         auto t0 = Clock::now();
         const auto& group = t.env().cpu_group();
-        // Every rank evaluates its share of the same instances; sums are reduced across ranks.
+        // Every data-parallel rank evaluates its share of the same instances (the ranks of one
+        // tensor-parallel group share theirs); sums are reduced across ranks, counted once per
+        // TP group.
         const int64_t seq = ds_->sequence_length();
         const int64_t rows =
             std::max<int64_t>(1, t.config().train_module.rank_microbatch_size / seq);
         const int64_t n = ds_->num_instances();
-        const int64_t per_batch = rows * group.size();
+        const int64_t dp_rank = t.env().dp_rank(), dp_size = t.env().dp_size();
+        const int64_t per_batch = rows * dp_size;
         int64_t max_batches = (n + per_batch - 1) / per_batch;
         if (cfg_.eval_batches) max_batches = std::min(max_batches, *cfg_.eval_batches);
         double loss_sum = 0;
@@ -45,7 +48,7 @@ public:
             data::Batch batch;
             std::vector<int64_t> idx;
             for (int64_t r = 0; r < rows; ++r) {
-                int64_t i = b * per_batch + group.rank() + r * group.size();
+                int64_t i = b * per_batch + dp_rank + r * dp_size;
                 if (i < n) idx.push_back(i);
             }
             // A rank whose share of the last batch is empty still runs a forward pass (not
@@ -64,6 +67,7 @@ public:
         }
         auto sums = torch::tensor(
             {loss_sum, static_cast<double>(tokens), static_cast<double>(batches)}, torch::kFloat64);
+        if (t.env().tp_rank() != 0) sums.zero_();
         group.all_reduce(sums);
         double ce = sums[0].item<double>() / std::max(1.0, sums[1].item<double>());
         const std::string prefix = "eval/lm/" + cfg_.name + "/";

@@ -70,9 +70,11 @@ private:
     void sample() {
         last_ = step();
         auto& tm = trainer().train_module();
+        const auto& layout = trainer().env().layout();
         const bool sharded =
-            trainer().config().train_module.dp_config.name == config::DataParallelType::fsdp;
-        // Under FSDP every rank takes part in gathering the parameters; rank 0 generates.
+            (layout.shard > 1 && layout.strategy != config::DataParallelType::ddp) || layout.tp > 1;
+        // Under FSDP, HSDP or TP every rank takes part in gathering the parameters; rank 0
+        // generates.
         std::map<std::string, torch::Tensor> gathered;
         if (sharded) gathered = tm.full_model_parameters();
         if (trainer().env().rank() != 0) return;

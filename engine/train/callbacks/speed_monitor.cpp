@@ -89,7 +89,10 @@ public:
     void pre_train() override {
         auto& t = trainer();
         seq_len_ = t.data_loader().dataset().sequence_length();
-        flops_per_token_ = static_cast<double>(t.train_module().num_flops_per_token(seq_len_));
+        // Under tensor parallelism a device reads its data-parallel rank's tokens but does
+        // 1/degree of each one's work.
+        flops_per_token_ = static_cast<double>(t.train_module().num_flops_per_token(seq_len_)) /
+                           static_cast<double>(t.env().layout().tp);
         const auto dtype = compute_dtype(t.config());
         peak_ = cfg_.device_peak_flops.value_or(0);
         if (peak_ <= 0) {

@@ -1,5 +1,7 @@
 // lathe_config: round trips, overrides, durations, schema and the table of bad configs.
 #include "engine/config/io.h"
+#include "engine/config/layout.h"
+#include "engine/config/memory_estimate.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -633,6 +635,76 @@ private Q_SLOTS:
         m.d_model = 12;
         m.hidden_size_multiplier = 1.0;
         QCOMPARE(m.hidden_size(), int64_t(256));
+    }
+
+    // The mesh of config/layout.h: OLMo-core's order (dp_replicate, dp_shard, then tp innermost),
+    // HSDP's defaults, the problems each naming its field, and the world size the GUI proposes.
+    void parallelLayout() {
+        ExperimentConfig c = load("tiny").config;
+        auto l = parallel_layout(c, 1);
+        QVERIFY(l.ok());
+        QCOMPARE(QString::fromStdString(l.describe()), QString("single rank"));
+
+        c.train_module.tp_config.degree = 2;
+        c.train_module.dp_config.name = DataParallelType::fsdp;
+        l = parallel_layout(c, 4);
+        QVERIFY(l.ok());
+        QCOMPARE(QString::fromStdString(l.describe()), QString("fsdp over 2 x tp 2"));
+        QCOMPARE(l.dp, 2);
+        QCOMPARE(l.shard, 2);
+        // rank = dp_index * tp + tp_index: ranks 0 and 1 share a TP group.
+        QCOMPARE(l.tp_index(1), 1);
+        QCOMPARE(l.dp_index(1), 0);
+        QCOMPARE(l.dp_index(2), 1);
+        QCOMPARE(proposed_world_size(c), 4);
+
+        l = parallel_layout(c, 3);
+        QVERIFY(!l.ok());
+        QCOMPARE(QString::fromStdString(l.problems.at(0)),
+                 QString("train_module.tp_config.degree: 2 does not divide the world size (3 "
+                         "ranks); use a multiple of 2 ranks"));
+        // Across nodes, TP stays within a node.
+        QVERIFY(!parallel_layout(c, 4, 4).ok());
+
+        c.train_module.tp_config.degree = 1;
+        c.train_module.dp_config.name = DataParallelType::hsdp;
+        l = parallel_layout(c, 8, 2);  // default: one replica per node
+        QVERIFY(l.ok());
+        QCOMPARE(l.replicas, 2);
+        QCOMPARE(l.shard, 4);
+        QCOMPARE(l.replica_index(5), 1);
+        QCOMPARE(l.shard_index(5), 1);
+        QCOMPARE(QString::fromStdString(l.describe()), QString("hsdp 2 replicas x 4 shards"));
+        c.train_module.dp_config.shard_degree = 3;
+        l = parallel_layout(c, 8);
+        QVERIFY(!l.ok());
+        QVERIFY(QString::fromStdString(l.problems.at(0))
+                    .startsWith("train_module.dp_config.shard_degree: 3 does not divide"));
+        c.train_module.dp_config.shard_degree = 2;
+        c.train_module.dp_config.num_replicas = 2;
+        QCOMPARE(proposed_world_size(c), 4);
+        QVERIFY(!parallel_layout(c, 8).ok());  // 2 x 2 is not 8
+
+        // Divisibility of the model, as config validation reports it.
+        c = load("tiny").config;
+        c.train_module.tp_config.degree = 3;
+        const auto problems = tensor_parallel_problems(c);
+        QVERIFY(!problems.empty());
+        QCOMPARE(QString::fromStdString(problems.at(0)),
+                 QString("train_module.tp_config.degree: 3 does not divide model.n_heads (4)"));
+        const auto loaded = load("tiny", {"train_module.tp_config.degree=3"});
+        QVERIFY(!loaded.ok());
+        QCOMPARE(QString::fromStdString(loaded.issues.at(0).path),
+                 QString("train_module.tp_config.degree"));
+
+        // The memory estimate divides by the shard group and the TP degree.
+        c = load("tiny").config;
+        const auto whole = estimate_training_memory(c, 4);
+        c.train_module.tp_config.degree = 2;
+        c.train_module.dp_config.name = DataParallelType::fsdp;
+        const auto split = estimate_training_memory(c, 4);
+        QCOMPARE(split.split, 4);
+        QCOMPARE(split.bytes_per_rank, whole.bytes_per_rank / 4);
     }
 };
 

@@ -1,6 +1,7 @@
 // ConfigEditor: generated from the schema, editor <-> config round trip for every field type,
 // validation display, preset markers, undo/redo, presets, open/save JSON and YAML.
 #include "ui/config/config_editor.h"
+#include "ui/config/layout_diagram.h"
 #include "ui/config/scientific_spin_box.h"
 
 #include <QCheckBox>
@@ -9,6 +10,7 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QPlainTextEdit>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QUndoStack>
 #include <QtTest>
@@ -333,6 +335,37 @@ private Q_SLOTS:
         f.close();
         QVERIFY(!editor.openFile(path, &error));
         QVERIFY(error.contains(QStringLiteral("bad.json")));
+    }
+
+    // The parallel layout follows the mesh fields and the world size, and shows the engine's
+    // message for a layout that cannot run.
+    void parallelLayoutDiagram() {
+        ConfigEditor editor;
+        QSignalSpy changed(&editor, &ConfigEditor::parallelLayoutChanged);
+        auto* diagram = editor.layoutDiagram();
+        QVERIFY(diagram);
+        QCOMPARE(diagram->text(), QStringLiteral("1 rank: single rank"));
+        editor.setWorldSize(4);
+        QCOMPARE(diagram->text(), QStringLiteral("4 ranks: ddp over 4"));
+        userSets(editor.editorFor(QStringLiteral("train_module.tp_config.degree")), 2);
+        userSets(editor.editorFor(QStringLiteral("train_module.dp_config.name")), "fsdp");
+        QCOMPARE(diagram->text(), QStringLiteral("4 ranks: fsdp over 2 x tp 2"));
+        QVERIFY(editor.parallelLayout().ok());
+        QVERIFY(changed.count() >= 3);
+        editor.setWorldSize(3);
+        QVERIFY(!editor.parallelLayout().ok());
+        QVERIFY2(diagram->text().contains(QStringLiteral(
+                     "train_module.tp_config.degree: 2 does not divide the world size (3 ranks)")),
+                 qPrintable(diagram->text()));
+        // A degree the model cannot take is a config problem, marked on the field.
+        userSets(editor.editorFor(QStringLiteral("train_module.tp_config.degree")), 3);
+        QVERIFY(!editor.isValid());
+        QVERIFY(editor.editorFor(QStringLiteral("train_module.tp_config.degree"))
+                    ->issue()
+                    .contains(QStringLiteral("does not divide model.n_heads (4)")));
+        // Drawn without complaint at any size.
+        editor.resize(500, 800);
+        QVERIFY(!diagram->grab().isNull());
     }
 };
 
