@@ -359,15 +359,18 @@ std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch&
 
 namespace {
 
-// The parameter a state tensor belongs to ("model.X" or "optim.state.X.<state>"), or "".
-std::string parameter_of(const std::string& key, bool* is_step) {
-    *is_step = false;
-    if (key.rfind("model.", 0) == 0) return key.substr(6);
-    const std::string prefix = "optim.state.";
-    if (key.rfind(prefix, 0) != 0) return {};
-    const auto dot = key.rfind('.');
-    *is_step = key.substr(dot + 1) == "step";
-    return key.substr(prefix.size(), dot - prefix.size());
+// The dimension along which the state tensor `key` ("model.X" or "optim.state.X.<state>") is
+// split under tensor parallelism; nullopt for a replicated one (and for a step counter, a scalar).
+std::optional<int64_t> tp_dim_of_key(const std::string& key, bool loss_parallel) {
+    std::string param;
+    if (key.rfind("model.", 0) == 0) {
+        param = key.substr(6);
+    } else if (const std::string prefix = "optim.state."; key.rfind(prefix, 0) == 0) {
+        const auto dot = key.rfind('.');
+        if (key.substr(dot + 1) == "step") return std::nullopt;
+        param = key.substr(prefix.size(), dot - prefix.size());
+    }
+    return model::tp_shard_dim(param, loss_parallel);
 }
 
 }  // namespace
@@ -379,9 +382,8 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::gathe
     if (!model_->tp.active() || env_.dp_rank() != 0) return local;
     const auto& group = env_.tp_group();
     for (auto& [key, t] : local) {
-        bool is_step = false;
-        const auto dim = model::tp_shard_dim(parameter_of(key, &is_step), model_->loss_parallel);
-        if (!dim || is_step) continue;
+        const auto dim = tp_dim_of_key(key, model_->loss_parallel);
+        if (!dim) continue;
         const auto where = t.device();
         auto mine = t.detach().to(env_.device()).contiguous();
         std::vector<torch::Tensor> parts;
@@ -396,9 +398,8 @@ std::map<std::string, torch::Tensor> TransformerTrainModule::slice_tp(
     std::map<std::string, torch::Tensor> out;
     const auto& tp = model_->tp;
     for (const auto& [key, t] : full) {
-        bool is_step = false;
-        const auto dim = model::tp_shard_dim(parameter_of(key, &is_step), model_->loss_parallel);
-        if (!dim || is_step) {
+        const auto dim = tp_dim_of_key(key, model_->loss_parallel);
+        if (!dim) {
             out.emplace(key, t);
             continue;
         }
