@@ -1,6 +1,7 @@
 #include "engine/model/transformer.h"
 
 #include "engine/model/activation_checkpoint.h"
+#include "engine/model/cross_entropy.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fnmatch.h>
@@ -299,15 +300,12 @@ LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
         }
         return out;
     }
-    auto ce = F::cross_entropy(
-        flat, flat_labels,
-        F::CrossEntropyFuncOptions().ignore_index(ignore_index).reduction(torch::kSum));
+    auto sums = fused_cross_entropy(flat, flat_labels, ignore_index, z_loss_multiplier.has_value());
     LossOutput out;
-    out.loss = ce / div_factor;
+    out.loss = sums.ce / div_factor;
     out.ce_loss = out.loss.detach();
     if (z_loss_multiplier) {
-        auto mask = (flat_labels != ignore_index).to(torch::kFloat32);
-        auto z = (*z_loss_multiplier * torch::logsumexp(flat, -1).pow(2) * mask).sum() / div_factor;
+        auto z = *z_loss_multiplier * sums.z / div_factor;
         out.loss = out.loss + z;
         out.z_loss = z.detach();
     }

@@ -3,6 +3,7 @@
 // left padding change nothing, sampling follows its seed only. (Data: tests/engine/data.)
 #include "engine/config/io.h"
 #include "engine/config/memory_estimate.h"
+#include "engine/model/cross_entropy.h"
 #include "engine/model/generate.h"
 #include "engine/model/transformer.h"
 #include "engine/train/scheduler.h"
@@ -172,6 +173,59 @@ private Q_SLOTS:
         auto mask = (labels.view({-1}) != -100).to(torch::kFloat32);
         double z = (1e-4 * torch::logsumexp(logits, -1).pow(2) * mask).sum().item<double>() / 14.0;
         QVERIFY(std::fabs(out.z_loss.item<double>() - z) < 1e-6);
+    }
+
+    // The fused loss computes what LibTorch's cross_entropy and logsumexp compute, gradients
+    // included: ignored rows, z-loss, a vocabulary wider than a block of rows, and logits far
+    // from zero (the log-sum-exp must be shifted by each row's maximum).
+    void fusedCrossEntropy_data() {
+        QTest::addColumn<int64_t>("vocab");
+        QTest::addColumn<bool>("withZ");
+        QTest::addColumn<double>("offset");
+        QTest::newRow("vocab 256, z") << int64_t{256} << true << 0.0;
+        QTest::newRow("vocab 50304, no z") << int64_t{50304} << false << 0.0;
+        QTest::newRow("vocab 300000 (a row per block), z, shifted")
+            << int64_t{300000} << true << 80.0;
+    }
+    void fusedCrossEntropy() {
+        QFETCH(int64_t, vocab);
+        QFETCH(bool, withZ);
+        QFETCH(double, offset);
+        torch::manual_seed(3);
+        const int64_t rows = 37;
+        auto base = torch::randn({rows, vocab}, torch::kFloat64) * 3 + offset;
+        auto labels = torch::randint(0, vocab, {rows}, torch::kInt64);
+        labels.index_put_({torch::indexing::Slice(0, rows, 5)}, -100);
+        const double zw = 1e-2, div = 29.0;
+        auto mask = (labels != -100).to(torch::kFloat64);
+        // The reference, in fp64 through LibTorch's own ops.
+        auto ref_logits = base.clone().requires_grad_();
+        auto ref =
+            torch::nn::functional::cross_entropy(
+                ref_logits, labels,
+                torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(
+                    torch::kSum)) /
+            div;
+        auto ref_z = (torch::logsumexp(ref_logits, -1).pow(2) * mask).sum() * zw / div;
+        (withZ ? ref + ref_z : ref).backward();
+        // The fused loss in fp32, on a leaf whose gradient flows through a copy (backward
+        // overwrites the copy's storage, as it does the LM head's output).
+        auto leaf = base.to(torch::kFloat32).requires_grad_();
+        auto sums = model::fused_cross_entropy(leaf * 1.0, labels, -100, withZ);
+        QCOMPARE(sums.z.defined(), withZ);
+        auto loss = sums.ce / div;
+        if (withZ) loss = loss + sums.z * zw / div;
+        loss.backward();
+        auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+            return ((a.to(torch::kFloat64) - b).abs().max() / b.abs().max()).item<double>();
+        };
+        QVERIFY2(rel(sums.ce / div, ref.detach()) < 1e-6, "cross-entropy sum");
+        if (withZ) QVERIFY2(rel(sums.z * zw / div, ref_z.detach()) < 1e-6, "z-loss sum");
+        const double g = rel(leaf.grad(), ref_logits.grad());
+        QVERIFY2(g < 1e-5, qPrintable(QString("gradient off by %1 relative").arg(g)));
+        // Ignored rows get no gradient at all.
+        QCOMPARE(leaf.grad().index({torch::indexing::Slice(0, rows, 5)}).abs().max().item<double>(),
+                 0.0);
     }
 
     // Generation: the KV cache, a left-padded batch and the full recomputation agree; greedy is
