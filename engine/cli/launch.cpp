@@ -6,6 +6,7 @@
 #include "engine/cli/run.h"
 #include "engine/config/io.h"
 #include "engine/config/layout.h"
+#include "engine/distributed/env.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
 #include "engine/util/stop_signals.h"
@@ -421,6 +422,15 @@ int cmd_launch(const Args& args) {
         return kExitUsage;
     }
     if (!layout_runs(loaded.config, o.nproc * o.nnodes, o.nnodes)) return kExitUsage;
+    if (!checkpoint::is_remote_path(loaded.config.trainer.save_folder)) {
+        const auto problem = dist::local_save_folder_problem(
+            resolve_save_folder(loaded.config, p.option("--runs-dir")), o.nnodes,
+            dist::resolve_shared_filesystem(loaded.config.launch.shared_filesystem, false));
+        if (!problem.empty()) {
+            std::cerr << "lathe-engine launch: " << problem << "\n";
+            return kExitUsage;
+        }
+    }
     o.worker_args = rest;
     o.run_folder = resolve_save_folder(loaded.config, p.option("--runs-dir"));
     if (checkpoint::is_remote_path(loaded.config.trainer.save_folder))

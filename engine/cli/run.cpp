@@ -83,6 +83,31 @@ void check_shared_folder(const std::string& folder, dist::Environment& env) {
     }
 }
 
+// OLMo-core's rule, on every rank alike: a local save folder needs each rank to be its
+// filesystem's rank (launch.shared_filesystem, OLMO_SHARED_FS, FS_LOCAL_RANK).
+void refuse_unshared_save_folder(const std::string& folder, dist::Environment& env) {
+    const auto& w = env.world();
+    auto mine = torch::tensor({w.fs_local_rank != w.rank ? 1 : 0}, torch::kInt64);
+    std::vector<torch::Tensor> all;
+    env.cpu_group().all_gather(all, mine);
+    std::string ranks;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+        if (all[r].item<int64_t>() != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (ranks.empty()) return;
+    const int64_t nodes = std::max(1, w.world_size / std::max(1, w.local_world_size));
+    auto problem = dist::local_save_folder_problem(folder, std::max<int64_t>(nodes, 2),
+                                                   env.shared_filesystem());
+    if (env.shared_filesystem().shared)  // FS_LOCAL_RANK says otherwise
+        problem = "trainer.save_folder " + folder +
+                  " is a local folder, which every rank writes its part of each checkpoint "
+                  "into, but FS_LOCAL_RANK makes rank(s) " +
+                  ranks +
+                  " another filesystem's: save to an s3:// folder, or unset FS_LOCAL_RANK on a "
+                  "filesystem every node mounts";
+    throw Error(problem + " (ranks " + ranks + ")");
+}
+
 std::string human(double v) {
     char buf[32];
     if (v >= 1e9)
@@ -156,12 +181,13 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     eo.layout = [&cfg](int64_t world, int64_t nodes) {
         return config::parallel_layout(cfg, world, nodes);
     };
+    const bool remote = checkpoint::is_remote_path(cfg.trainer.save_folder);
+    eo.shared_filesystem = dist::resolve_shared_filesystem(cfg.launch.shared_filesystem, remote);
     auto env = dist::prepare_training_environment(eo);
     const int rank = env->rank();
     const std::string folder = resolve_save_folder(cfg, opts.runs_dir);
     // config.json then resumes the same run (a remote folder stays as given: it holds only the
     // checkpoints, and config.json records where they are).
-    const bool remote = checkpoint::is_remote_path(cfg.trainer.save_folder);
     if (remote) {
         if (checkpoint::storage_for(cfg.trainer.save_folder)->remote() &&
             cfg.trainer.save_folder.rfind("s3://", 0) != 0)
@@ -175,9 +201,12 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     if (!opts.bench) {
         // Only the logs folder now: config.json and status.json are written once the run has
         // started (run_status), so a start that fails leaves the run folder as it was.
-        if (rank == 0) fs::create_directories(run_folder::join(folder, run_folder::kLogsDir));
+        if (env->distributed() && !remote) refuse_unshared_save_folder(folder, *env);
+        // Each filesystem's first rank makes the folder; with a remote checkpoint folder and no
+        // shared filesystem each machine keeps its own run folder (its ranks' logs).
+        if (env->fs_local_rank() == 0)
+            fs::create_directories(run_folder::join(folder, run_folder::kLogsDir));
         env->cpu_group().barrier();
-        // With a remote checkpoint folder each machine keeps its own run folder.
         if (env->distributed() && !remote) check_shared_folder(folder, *env);
         log_file = run_folder::join(folder, run_folder::rank_log_file(rank));
     }

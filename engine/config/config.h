@@ -894,6 +894,7 @@ struct LaunchConfig {
     std::optional<int64_t> num_threads;
     LogFilterType log_filter_type = LogFilterType::rank0_only;
     double timeout_minutes = 30.0;
+    std::optional<bool> shared_filesystem;
 
     template <class V>
     void visit(V& v) {
@@ -911,6 +912,12 @@ struct LaunchConfig {
                 {"How long a rank waits for the others in a collective or at the rendezvous before "
                  "failing (prepare_training_environment's timeout).",
                  Bounds::positive()});
+        v.field("shared_filesystem", shared_filesystem,
+                {"Whether every node sees the same filesystem (OLMo-core's shared_filesystem; "
+                 "null: $OLMO_SHARED_FS, else yes for a local save_folder, which needs one and is "
+                 "checked at start, and no for an s3:// one). Each filesystem's first rank "
+                 "($FS_LOCAL_RANK 0) writes the files its ranks share.",
+                 {}});
     }
 };
 

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -145,6 +146,34 @@ WorldInfo read_world_info() {
     return w;
 }
 
+SharedFilesystem resolve_shared_filesystem(std::optional<bool> configured,
+                                           bool remote_save_folder) {
+    if (configured)
+        return {*configured,
+                std::string("launch.shared_filesystem=") + (*configured ? "true" : "false")};
+    if (auto v = env("OLMO_SHARED_FS")) {
+        std::string low = *v;
+        for (auto& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (low == "1" || low == "true" || low == "yes") return {true, "OLMO_SHARED_FS=" + *v};
+        if (low == "0" || low == "false" || low == "no") return {false, "OLMO_SHARED_FS=" + *v};
+        throw Error("OLMO_SHARED_FS=" + *v + ": expected 1 or 0 (true/false, yes/no)");
+    }
+    if (remote_save_folder)
+        return {false, "not assumed with a remote save folder (launch.shared_filesystem unset)"};
+    return {true, "a local save folder needs one (launch.shared_filesystem unset)"};
+}
+
+std::string local_save_folder_problem(const std::string& save_folder, int64_t nodes,
+                                      const SharedFilesystem& fs) {
+    if (fs.shared || nodes <= 1) return {};
+    return "trainer.save_folder " + save_folder + " is a local folder, but the " +
+           std::to_string(nodes) + " nodes do not share a filesystem (" + fs.source +
+           "): every rank writes its part of each checkpoint into that folder, so each node "
+           "would hold pieces of every checkpoint. Save to an s3:// folder, or put the folder on "
+           "a filesystem every node mounts and set launch.shared_filesystem=true "
+           "(OLMO_SHARED_FS=1)";
+}
+
 bool should_log(const WorldInfo& w, config::LogFilterType filter) {
     if (auto e = env("LOG_FILTER_TYPE")) {
         if (auto f = config::enum_from_string<config::LogFilterType>(*e)) filter = *f;
@@ -231,6 +260,16 @@ std::string Group::broadcast_string(const std::string& s, int root) const {
 std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions& opts) {
     std::unique_ptr<Environment> e(new Environment());
     e->world_ = read_world_info();
+    e->shared_filesystem_ = opts.shared_filesystem;
+    if (auto v = env("FS_LOCAL_RANK")) {
+        e->world_.fs_local_rank = env_int("FS_LOCAL_RANK", *v);
+        if (e->world_.fs_local_rank < 0 || e->world_.fs_local_rank > e->world_.rank)
+            throw Error("FS_LOCAL_RANK=" + *v + " on rank " + std::to_string(e->world_.rank) +
+                        ": expected 0 to the rank");
+    } else {
+        e->world_.fs_local_rank =
+            opts.shared_filesystem.shared ? e->world_.rank : e->world_.local_rank;
+    }
     const auto& w = e->world_;
     // The mesh first: a layout that cannot run is refused on every rank before any work.
     const int64_t nodes = std::max(1, w.world_size / std::max(1, w.local_world_size));

@@ -30,7 +30,28 @@ struct WorldInfo {
     std::string master_addr = "127.0.0.1";
     int master_port = 0;
     std::string source = "single process";  ///< "torchrun variables", "slurm" or "single process"
+    /// This rank's place among the ranks that see the same filesystem (OLMo-core's
+    /// get_fs_local_rank): FS_LOCAL_RANK when set, else the rank on a shared filesystem and the
+    /// local rank on one per node. The filesystem's rank 0 writes the files its ranks share.
+    int fs_local_rank = 0;
 };
+
+/// Whether the nodes share one filesystem, and what said so (for messages).
+struct SharedFilesystem {
+    bool shared = true;
+    std::string source;  ///< "launch.shared_filesystem=false", "OLMO_SHARED_FS=1" or the default's
+};
+
+/// launch.shared_filesystem when set, else OLMO_SHARED_FS (1/true/yes or 0/false/no), else the
+/// default: shared when the save folder is local (every rank writes checkpoints into it; the
+/// run checks it), not assumed when it is remote. Throws lathe::Error on another OLMO_SHARED_FS.
+SharedFilesystem resolve_shared_filesystem(std::optional<bool> configured, bool remote_save_folder);
+
+/// OLMo-core's rule: a local save folder needs a filesystem every rank shares. Empty when
+/// `nodes` ranks' machines may use `save_folder`; else the refusal, naming the folder and how to
+/// fix it.
+std::string local_save_folder_problem(const std::string& save_folder, int64_t nodes,
+                                      const SharedFilesystem& fs);
 
 /// Reads the launcher's environment. Throws lathe::Error on inconsistent values.
 WorldInfo read_world_info();
@@ -73,6 +94,8 @@ struct EnvironmentOptions {
     config::LogFilterType log_filter_type = config::LogFilterType::rank0_only;
     config::DeviceKind device = config::DeviceKind::auto_;
     std::optional<int64_t> num_threads;
+    /// Decides fs_local_rank (resolve_shared_filesystem).
+    SharedFilesystem shared_filesystem;
     /// The mesh for a world of (ranks, nodes): config::parallel_layout of the run's config. Unset:
     /// plain data parallelism over every rank.
     std::function<config::ParallelLayout(int64_t world, int64_t nodes)> layout;
@@ -87,6 +110,8 @@ public:
     int rank() const { return world_.rank; }
     int world_size() const { return world_.world_size; }
     bool distributed() const { return world_.world_size > 1; }
+    int fs_local_rank() const { return world_.fs_local_rank; }
+    const SharedFilesystem& shared_filesystem() const { return shared_filesystem_; }
     const torch::Device& device() const { return device_; }
     /// The mesh: data parallelism (DDP, FSDP or HSDP's replicas x shards) times tensor
     /// parallelism, tp innermost (config/layout.h).
@@ -121,6 +146,7 @@ private:
     torch::Device device_{torch::kCPU};
     c10::intrusive_ptr<c10d::Store> store_;
     config::ParallelLayout layout_;
+    SharedFilesystem shared_filesystem_;
     Group dp_, tp_, shard_, replicate_, cpu_, bookkeeping_, checkpoint_;
     bool torn_down_ = false;
 };

@@ -251,6 +251,53 @@ def main():
                   f"{nproc} rank(s): retention (max_checkpoints=2) deleted step2 remotely "
                   f"(left: {steps})")
 
+        # ---- two nodes without a shared filesystem ------------------------------------------
+        # Each "node" (a launcher on loopback) has its own runs folder. With the checkpoints in
+        # the bucket that is enough: each node's first rank makes its own run folder for its
+        # ranks' logs, and the run equals the 2-rank run on one node bitwise, resumed included.
+        def nodes(*args, runs_env=None, hard_stop=None):
+            port = free_port()
+            procs = []
+            for node in range(2):
+                env = dict(aws_env, LATHE_RUNS_DIR=str(work / f"node{node}"), **(runs_env or {}))
+                cmd = [ENGINE, "launch", "--nnodes", "2", "--node-rank", str(node), "--nproc", "1",
+                       "--master-addr", "127.0.0.1", "--master-port", str(port), "tiny",
+                       "run_name=nodes", *common, *args]
+                if hard_stop:
+                    cmd.append(f"trainer.hard_stop={{value: {hard_stop}, unit: steps}}")
+                procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, text=True, env=env))
+            outs = [p.communicate(timeout=600)[0] for p in procs]
+            return [p.returncode for p in procs], outs
+
+        unshared = ["trainer.save_folder=s3://ckpt/nodes", "launch.shared_filesystem=false"]
+        codes, outs = nodes(*unshared, hard_stop=4)
+        saved = keys("nodes/")
+        check(codes == [0, 0] and all(f"nodes/step4/train/rank{k}.json" in saved for k in (0, 1))
+              and (work / "node1" / "nodes" / "logs" / "rank1.log").is_file()
+              and (work / "node0" / "nodes" / "metrics.jsonl").is_file()
+              and not (work / "node1" / "nodes" / "metrics.jsonl").exists(),
+              "two nodes without a shared filesystem (launch.shared_filesystem=false) save to "
+              "the bucket; node 1 keeps its rank's log in its own run folder "
+              f"(exit codes {codes}{'' if codes == [0, 0] else ': ' + outs[0][-1500:] + outs[1][-1500:]})")
+        codes, outs = nodes(*unshared)
+        got = losses(work / "node0" / "nodes")
+        check(codes == [0, 0] and "loaded checkpoint s3://ckpt/nodes/step4" in outs[0]
+              and got == losses(work / "local2"),
+              "they resume from s3://ckpt/nodes/step4, and the losses equal the 2-rank run's "
+              f"on one node bitwise ({got})")
+        # A local save folder is refused up front when the nodes do not share a filesystem.
+        r = subprocess.run([ENGINE, "launch", "--nnodes", "2", "--node-rank", "0", "--nproc", "1",
+                            "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+                            "tiny", f"trainer.save_folder={work / 'unshared'}", *common],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=dict(aws_env, OLMO_SHARED_FS="0"), timeout=120)
+        check(r.returncode == 2 and f"trainer.save_folder {work / 'unshared'}" in r.stderr
+              and "OLMO_SHARED_FS=0" in r.stderr and "s3://" in r.stderr
+              and not (work / "unshared").exists(),
+              "OLMO_SHARED_FS=0 with a local save folder across 2 nodes: refused before any "
+              "work (exit 2), naming the folder and the fix: " + r.stderr.strip()[-300:])
+
         # ---- large files: a multipart upload, parallel ranged downloads ----------------------
         big = ["model.d_model=192", "launch.num_threads=1", "trainer.metrics_collect_interval=1",
                "trainer.max_duration={value: 2, unit: steps}", "trainer.remote.part_size_mb=5",

@@ -99,6 +99,29 @@ class TestLauncher : public QObject {
     QTemporaryDir dir_;
     QString folder(const QString& run) const { return dir_.path() + "/" + run; }
 
+    // One launcher of a two-node job on loopback, one rank a node, with `runs_dir` as its runs
+    // folder (the same folder for both nodes stands for a shared filesystem).
+    QProcess* start_node(int node, const QString& port, const QString& runs_dir,
+                         const QStringList& args, const QMap<QString, QString>& env = {}) {
+        auto* p = new QProcess(this);
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert("LATHE_RUNS_DIR", runs_dir);
+        for (auto it = env.begin(); it != env.end(); ++it) e.insert(it.key(), it.value());
+        p->setProcessEnvironment(e);
+        p->setProcessChannelMode(QProcess::MergedChannels);
+        p->start(engine_path(),
+                 QStringList{"launch", "--nnodes", "2", "--node-rank", QString::number(node),
+                             "--nproc", "1", "--master-addr", "127.0.0.1", "--master-port", port} +
+                     args);
+        return p;
+    }
+
+    static QString free_port() {
+        QTcpServer probe;
+        if (!probe.listen(QHostAddress::LocalHost)) return {};
+        return QString::number(probe.serverPort());
+    }
+
 private Q_SLOTS:
     void parallelMatchesOneRank_data() {
         QTest::addColumn<QString>("dp");
@@ -332,28 +355,11 @@ private Q_SLOTS:
     }
 
     void twoNodesOnLoopback() {
-        QTcpServer probe;
-        QVERIFY(probe.listen(QHostAddress::LocalHost));
-        const QString port = QString::number(probe.serverPort());
-        probe.close();
-        auto launcher = [&](int node) {
-            auto* p = new QProcess(this);
-            auto e = QProcessEnvironment::systemEnvironment();
-            e.insert("LATHE_RUNS_DIR",
-                     dir_.path());  // a shared filesystem, as multi-node checkpoints need
-            p->setProcessEnvironment(e);
-            p->setProcessChannelMode(QProcess::MergedChannels);
-            p->start(
-                engine_path(),
-                QStringList{"launch", "--nnodes", "2", "--node-rank", QString::number(node),
-                            "--nproc", "1", "--master-addr", "127.0.0.1", "--master-port", port} +
-                    common("nodes") +
-                    QStringList{"trainer.max_duration=10steps",
-                                "launch.log_filter_type=all_ranks"});
-            return p;
-        };
-        QProcess* n0 = launcher(0);
-        QProcess* n1 = launcher(1);
+        const QString port = free_port();
+        const auto args = common("nodes") + QStringList{"trainer.max_duration=10steps",
+                                                        "launch.log_filter_type=all_ranks"};
+        QProcess* n0 = start_node(0, port, dir_.path(), args);
+        QProcess* n1 = start_node(1, port, dir_.path(), args);
         QVERIFY(n0->waitForFinished(180000));
         QVERIFY(n1->waitForFinished(180000));
         QString out0 = QString::fromUtf8(n0->readAll()), out1 = QString::fromUtf8(n1->readAll());
@@ -374,26 +380,11 @@ private Q_SLOTS:
     // Two nodes whose run folders are not one folder (no shared filesystem): refused before any
     // work, on both nodes, naming the rank that cannot see rank 0's files.
     void twoNodesWithoutASharedFolder() {
-        QTcpServer probe;
-        QVERIFY(probe.listen(QHostAddress::LocalHost));
-        const QString port = QString::number(probe.serverPort());
-        probe.close();
+        const QString port = free_port();
         QTemporaryDir other;  // node 1's "machine"
-        auto launcher = [&](int node) {
-            auto* p = new QProcess(this);
-            auto e = QProcessEnvironment::systemEnvironment();
-            e.insert("LATHE_RUNS_DIR", node == 0 ? dir_.path() : other.path());
-            p->setProcessEnvironment(e);
-            p->setProcessChannelMode(QProcess::MergedChannels);
-            p->start(
-                engine_path(),
-                QStringList{"launch", "--nnodes", "2", "--node-rank", QString::number(node),
-                            "--nproc", "1", "--master-addr", "127.0.0.1", "--master-port", port} +
-                    common("unshared") + QStringList{"trainer.max_duration=10steps"});
-            return p;
-        };
-        QProcess* n0 = launcher(0);
-        QProcess* n1 = launcher(1);
+        const auto args = common("unshared") + QStringList{"trainer.max_duration=10steps"};
+        QProcess* n0 = start_node(0, port, dir_.path(), args);
+        QProcess* n1 = start_node(1, port, other.path(), args);
         QVERIFY(n0->waitForFinished(180000));
         QVERIFY(n1->waitForFinished(180000));
         QString out0 = QString::fromUtf8(n0->readAll()), out1 = QString::fromUtf8(n1->readAll());
@@ -406,6 +397,26 @@ private Q_SLOTS:
         QVERIFY(QDir(folder("unshared") + "/logs")
                     .entryList({".shared-check-*"}, QDir::Hidden)
                     .isEmpty());
+    }
+
+    // FS_LOCAL_RANK=0 on both nodes says each node has a filesystem of its own (OLMo-core's
+    // variable): a local save folder is then refused by every worker, before any work, naming
+    // the rank and the fix.
+    void fsLocalRankRefusesALocalSaveFolder() {
+        const QString port = free_port();
+        const auto args = common("fslocal") + QStringList{"trainer.max_duration=10steps"};
+        QProcess* n0 = start_node(0, port, dir_.path(), args, {{"FS_LOCAL_RANK", "0"}});
+        QProcess* n1 = start_node(1, port, dir_.path(), args, {{"FS_LOCAL_RANK", "0"}});
+        QVERIFY(n0->waitForFinished(180000));
+        QVERIFY(n1->waitForFinished(180000));
+        QString out0 = QString::fromUtf8(n0->readAll()), out1 = QString::fromUtf8(n1->readAll());
+        QCOMPARE(n0->exitCode(), 1);
+        QCOMPARE(n1->exitCode(), 1);
+        for (const auto& out : {out0, out1})
+            QVERIFY2(out.contains("FS_LOCAL_RANK makes rank(s) 1 another filesystem's: save to "
+                                  "an s3:// folder"),
+                     qPrintable(out));
+        QVERIFY(!QFile::exists(folder("fslocal") + "/metrics.jsonl"));
     }
 
     void workerUnderTorchrunVariables() {
