@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -84,7 +85,8 @@ void check_shared_folder(const std::string& folder, dist::Environment& env) {
 }
 
 // OLMo-core's rule, on every rank alike: a local save folder needs each rank to be its
-// filesystem's rank (launch.shared_filesystem, OLMO_SHARED_FS, FS_LOCAL_RANK).
+// filesystem's rank (launch.shared_filesystem, OLMO_SHARED_FS, FS_LOCAL_RANK). `launch` refuses
+// an unshared filesystem across nodes before this; here every worker checks, torchrun's too.
 void refuse_unshared_save_folder(const std::string& folder, dist::Environment& env) {
     const auto& w = env.world();
     auto mine = torch::tensor({w.fs_local_rank != w.rank ? 1 : 0}, torch::kInt64);
@@ -95,17 +97,16 @@ void refuse_unshared_save_folder(const std::string& folder, dist::Environment& e
         if (all[r].item<int64_t>() != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     }
     if (ranks.empty()) return;
-    const int64_t nodes = std::max(1, w.world_size / std::max(1, w.local_world_size));
-    auto problem = dist::local_save_folder_problem(folder, std::max<int64_t>(nodes, 2),
-                                                   env.shared_filesystem());
-    if (env.shared_filesystem().shared)  // FS_LOCAL_RANK says otherwise
-        problem = "trainer.save_folder " + folder +
-                  " is a local folder, which every rank writes its part of each checkpoint "
-                  "into, but FS_LOCAL_RANK makes rank(s) " +
-                  ranks +
-                  " another filesystem's: save to an s3:// folder, or unset FS_LOCAL_RANK on a "
-                  "filesystem every node mounts";
-    throw Error(problem + " (ranks " + ranks + ")");
+    const bool by_variable = std::getenv("FS_LOCAL_RANK") != nullptr;
+    throw Error("trainer.save_folder " + folder +
+                " is a local folder, which every rank writes its part of each checkpoint into, "
+                "but " +
+                (by_variable ? std::string("FS_LOCAL_RANK") : env.shared_filesystem().source) +
+                " makes rank(s) " + ranks +
+                " another filesystem's: save to an s3:// folder, or put the folder on a "
+                "filesystem every node mounts and " +
+                (by_variable ? "unset FS_LOCAL_RANK"
+                             : "set launch.shared_filesystem=true (OLMO_SHARED_FS=1)"));
 }
 
 std::string human(double v) {

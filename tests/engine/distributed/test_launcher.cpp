@@ -449,18 +449,16 @@ private Q_SLOTS:
         e.insert("LATHE_RUNS_DIR", dir_.path());
         p.setProcessEnvironment(e);
         p.setProcessChannelMode(QProcess::MergedChannels);
-        QTcpServer probe;  // a free port, closed again before the launch
-        QVERIFY(probe.listen(QHostAddress::LocalHost));
-        const int port = probe.serverPort();
-        probe.close();
-        p.start(engine_path(),
-                QStringList{"launch", "--nproc", "2", "--master-port", QString::number(port)} +
-                    common("sigint") + QStringList{"trainer.max_duration=100000steps"});
+        const QString port = free_port();
+        QVERIFY(!port.isEmpty());
+        p.start(engine_path(), QStringList{"launch", "--nproc", "2", "--master-port", port} +
+                                   common("sigint") +
+                                   QStringList{"trainer.max_duration=100000steps"});
         QVERIFY(p.waitForStarted());
         QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(folder("sigint") + "/metrics.jsonl"), 60000);
         // The rendezvous store of a single-node job listens on loopback only, not on every
         // interface (MASTER_ADDR is 127.0.0.1).
-        const QStringList bound = listeners(port);
+        const QStringList bound = listeners(port.toInt());
         QVERIFY2(bound == QStringList{"0100007F"}, qPrintable(bound.join(", ")));
         ::kill(static_cast<pid_t>(p.processId()), SIGINT);
         QVERIFY(p.waitForFinished(60000));
