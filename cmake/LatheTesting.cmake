@@ -10,6 +10,10 @@ function(lathe_add_test name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests AUTOMOC ON)
   lathe_set_warnings(${name})
+  # Tests on the LibTorch side precompile its headers, as the engine's libraries do.
+  if(LATHE_PCH AND "${T_LIBS}" MATCHES "lathe_(train|model|data|metrics|checkpoint|distributed)")
+    target_precompile_headers(${name} PRIVATE <torch/torch.h>)
+  endif()
   # WRAP runs the test inside another command, e.g. xvfb-run -a for tests that need an X server.
   add_test(NAME ${name} COMMAND ${T_WRAP} $<TARGET_FILE:${name}>)
   if(NOT T_TIMEOUT)

@@ -15,10 +15,10 @@
 // download the files a rank needs into the staging folder and read them there.
 #pragma once
 
-#include "engine/checkpoint/stateful.h"
-#include "engine/checkpoint/storage.h"
 #include "engine/distributed/env.h"
+#include "engine/remote/storage.h"
 #include "engine/run_folder/records.h"
+#include "engine/stateful/stateful.h"
 #include "engine/util/error.h"
 
 #include <torch/torch.h>

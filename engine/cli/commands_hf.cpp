@@ -1,8 +1,8 @@
 // lathe-engine export, import and generate: models out to and in from Hugging Face, and text out
 // of a model.
 #include "engine/checkpoint/checkpointer.h"
+#include "engine/checkpoint/hf_convert.h"
 #include "engine/cli/cli.h"
-#include "engine/hf/convert.h"
 #include "engine/hf/olmo2.h"
 #include "engine/model/generate.h"
 #include "engine/run_folder/file_io.h"

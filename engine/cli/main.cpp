@@ -1,6 +1,6 @@
 // lathe-engine: the headless engine. See `lathe-engine help`.
 #include "engine/cli/cli.h"
-#include "engine/util/torch_info.h"
+#include "engine/cli/torch_info.h"
 
 #include <cstdlib>
 #include <iostream>

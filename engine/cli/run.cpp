@@ -5,6 +5,7 @@
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/resume.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/torch_info.h"
 #include "engine/config/io.h"
 #include "engine/config/memory_estimate.h"
 #include "engine/data/data_loader.h"
@@ -18,7 +19,6 @@
 #include "engine/train/trainer.h"
 #include "engine/util/error.h"
 #include "engine/util/log.h"
-#include "engine/util/torch_info.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

@@ -8,8 +8,8 @@
 //   exactly the next instance.
 #pragma once
 
-#include "engine/checkpoint/stateful.h"
 #include "engine/data/dataset.h"
+#include "engine/stateful/stateful.h"
 
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>

@@ -2,11 +2,11 @@
 // schedule, data parallelism (DDP or FSDP), after OLMo-core's TransformerTrainModule.
 #pragma once
 
-#include "engine/checkpoint/stateful.h"
 #include "engine/config/config.h"
 #include "engine/data/data_loader.h"
 #include "engine/distributed/env.h"
 #include "engine/model/transformer.h"
+#include "engine/stateful/stateful.h"
 #include "engine/train/optimizer.h"
 
 #include <torch/torch.h>

@@ -2,8 +2,8 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include "engine/checkpoint/checkpointer.h"
+#include "engine/checkpoint/hf_convert.h"
 #include "engine/config/io.h"
-#include "engine/hf/convert.h"
 #include "engine/hf/olmo2.h"
 #include "engine/remote/s3.h"
 #include "engine/run_folder/checkpoint_names.h"

@@ -6,11 +6,11 @@
 // every exit path.
 #pragma once
 
-#include "engine/checkpoint/stateful.h"
 #include "engine/config/config.h"
 #include "engine/data/data_loader.h"
 #include "engine/distributed/env.h"
 #include "engine/metrics/bookkeeping.h"
+#include "engine/stateful/stateful.h"
 #include "engine/train/callback.h"
 #include "engine/train/train_module.h"
 

@@ -1,4 +1,4 @@
-#include "engine/util/torch_info.h"
+#include "engine/cli/torch_info.h"
 
 #include "engine/config/io.h"
 

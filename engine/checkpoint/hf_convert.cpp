@@ -1,4 +1,4 @@
-#include "engine/hf/convert.h"
+#include "engine/checkpoint/hf_convert.h"
 
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/tensor_file.h"

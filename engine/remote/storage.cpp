@@ -1,6 +1,6 @@
 // LocalStorage, and the remote storages of s3:// (remote::S3Client) and http(s):// (read only).
 // Torch-free: the workbench lists remote checkpoints with it too.
-#include "engine/checkpoint/storage.h"
+#include "engine/remote/storage.h"
 
 #include "engine/remote/s3.h"
 #include "engine/run_folder/checkpoint_names.h"
