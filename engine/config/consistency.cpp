@@ -1,11 +1,11 @@
 // Checks that involve more than one field. Each issue names the field a user should change.
 #include "engine/config/io.h"
 #include "engine/config/layout.h"
+#include "engine/util/glob.h"
 
 #include <cmath>
 #include <filesystem>
 
-#include <fnmatch.h>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -338,10 +338,9 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
         for (std::size_t i = 0; i < ac.modules.size(); ++i) {
             bool matched = false;
             for (int64_t b = 0; b < n && !matched; ++b)
-                for (const char* m : {"attention", "feed_forward"})
-                    matched = matched ||
-                              fnmatch(ac.modules[i].c_str(),
-                                      ("blocks." + std::to_string(b) + "." + m).c_str(), 0) == 0;
+                for (const char* module : {"attention", "feed_forward"})
+                    matched = matched || glob_matches(ac.modules[i],
+                                                      "blocks." + std::to_string(b) + "." + module);
             if (!matched)
                 add(p + "modules[" + std::to_string(i) + "]",
                     "'" + ac.modules[i] +

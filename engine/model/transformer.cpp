@@ -2,9 +2,9 @@
 
 #include "engine/model/activation_checkpoint.h"
 #include "engine/model/cross_entropy.h"
+#include "engine/util/glob.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <fnmatch.h>
 
 #include <algorithm>
 #include <cmath>
@@ -155,7 +155,7 @@ void TransformerImpl::set_activation_checkpointing(
         const std::string name = "blocks." + std::to_string(i);
         auto matches = [&](const std::string& module) {
             for (const auto& pattern : ac.modules)
-                if (fnmatch(pattern.c_str(), (name + "." + module).c_str(), 0) == 0) return true;
+                if (glob_matches(pattern, name + "." + module)) return true;
             return false;
         };
         bool whole = ac.mode == Mode::full;

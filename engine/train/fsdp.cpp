@@ -1,5 +1,7 @@
 #include "engine/train/fsdp.h"
 
+#include "engine/train/state_tensors.h"
+
 #include "engine/util/autocast.h"
 
 #include "engine/util/error.h"
@@ -294,17 +296,6 @@ void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch
                                                Optimizer* optim) {
     torch::NoGradGuard no_grad;
     const int64_t world = group_.size(), rank = group_.rank();
-    auto get = [&](const std::string& key,
-                   const std::vector<int64_t>& shape) -> const torch::Tensor& {
-        auto it = tensors.find(key);
-        if (it == tensors.end()) throw Error("checkpoint has no tensor '" + key + "'");
-        if (it->second.sizes().vec() != shape) {
-            throw Error("checkpoint tensor '" + key + "' has shape " +
-                        c10::str(it->second.sizes()) + " but the model needs " + c10::str(shape) +
-                        " (a different model config?)");
-        }
-        return it->second;
-    };
     for (auto& u : units_) {
         for (auto& g : u.groups) {
             if (g.total == 0) continue;
@@ -315,7 +306,9 @@ void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch
                     std::string key = is_model ? "model." + g.names[i]
                                                : "optim.state." + g.names[i] + "." + suffix;
                     flat.narrow(0, g.offsets[i], g.numels[i])
-                        .copy_(get(key, g.shapes[i]).reshape({-1}).to(torch::kFloat32));
+                        .copy_(checkpoint_tensor(tensors, key, g.shapes[i])
+                                   .reshape({-1})
+                                   .to(torch::kFloat32));
                 }
                 return flat.narrow(0, rank * per, per)
                     .to(device_, /*non_blocking=*/false, /*copy=*/true);
@@ -323,18 +316,10 @@ void FullyShardedDataParallel::load_full_state(const std::map<std::string, torch
             g.shard.copy_(slice("", true));
             if (!optim) continue;
             const std::string prefix = "optim.state." + g.names[0] + ".";
-            if (tensors.find(prefix + "exp_avg") == tensors.end()) continue;  // no state (step 0)
-            std::map<std::string, torch::Tensor> st;
-            for (const auto& key : optim->element_state_names()) st[key] = slice(key, false);
-            if (optim->has_step_counter()) {
-                auto it = tensors.find(prefix + "step");
-                if (it == tensors.end())
-                    throw Error(
-                        "checkpoint has no tensor '" + prefix + "step'" +
-                        " (saved by another optimizer? set trainer.load_optim_state=false)");
-                st["step"] = it->second;
-            }
-            optim->set_state(g.shard, st);
+            auto st = saved_optimizer_state(
+                *optim, tensors, g.names[0],
+                [&](const std::string& key) { return slice(key.substr(prefix.size()), false); });
+            if (st) optim->set_state(g.shard, *st);
         }
     }
 }

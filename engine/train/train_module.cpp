@@ -4,12 +4,12 @@
 #include "engine/train/data_parallel.h"
 #include "engine/train/fsdp.h"
 #include "engine/train/scheduler.h"
+#include "engine/train/state_tensors.h"
 #include "engine/train/trainer.h"
 #include "engine/util/autocast.h"
 #include "engine/util/error.h"
+#include "engine/util/glob.h"
 #include "engine/util/log.h"
-
-#include <fnmatch.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -56,10 +56,6 @@ std::vector<GroupSpec> group_specs(const config::OptimConfig& o) {
     if (!no_decay.globs.empty()) out.push_back(std::move(no_decay));
     out.push_back(GroupSpec{{}, "", base});
     return out;
-}
-
-bool glob_matches(const std::string& glob, const std::string& name) {
-    return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0;
 }
 
 // The group index of every parameter. A user glob that matches nothing, or a parameter that two
@@ -470,36 +466,17 @@ void TransformerTrainModule::load_state_tensors(const std::map<std::string, torc
         fsdp_->load_full_state(tensors, load_optim ? optim_.get() : nullptr);
         return;
     }
-    auto get = [&](const std::string& key, const torch::Tensor& like) -> const torch::Tensor& {
-        auto it = tensors.find(key);
-        if (it == tensors.end()) throw Error("checkpoint has no tensor '" + key + "'");
-        if (it->second.sizes() != like.sizes()) {
-            throw Error("checkpoint tensor '" + key + "' has shape " +
-                        c10::str(it->second.sizes()) + " but the model needs " +
-                        c10::str(like.sizes()) + " (a different model config?)");
-        }
-        return it->second;
-    };
-    for (auto& p : model_->named_parameters()) p.value().copy_(get("model." + p.key(), p.value()));
+    for (auto& p : model_->named_parameters())
+        p.value().copy_(checkpoint_tensor(tensors, "model." + p.key(), p.value().sizes()));
     if (!load_optim) return;
     std::map<const void*, std::string> names;
     for (auto& p : model_->named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
     for (auto& group : optim_->groups()) {
         for (auto& p : group.params) {
-            const std::string& name = names.at(p.unsafeGetTensorImpl());
-            const std::string prefix = "optim.state." + name + ".";
-            if (tensors.find(prefix + "exp_avg") == tensors.end()) continue;  // no state (step 0)
-            std::map<std::string, torch::Tensor> st;
-            for (const auto& key : optim_->element_state_names()) st[key] = get(prefix + key, p);
-            if (optim_->has_step_counter()) {
-                auto it = tensors.find(prefix + "step");
-                if (it == tensors.end())
-                    throw Error(
-                        "checkpoint has no tensor '" + prefix + "step'" +
-                        " (saved by another optimizer? set trainer.load_optim_state=false)");
-                st["step"] = it->second;
-            }
-            optim_->set_state(p, st);
+            auto st = saved_optimizer_state(
+                *optim_, tensors, names.at(p.unsafeGetTensorImpl()),
+                [&](const std::string& key) { return checkpoint_tensor(tensors, key, p.sizes()); });
+            if (st) optim_->set_state(p, *st);
         }
     }
 }

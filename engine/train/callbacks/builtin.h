@@ -52,7 +52,4 @@ torch::ScalarType compute_dtype(const config::ExperimentConfig& cfg);
 /// bf16 products are far slower than fp32 ones, gets a warning with both figures.
 double measure_mfu_peak(const torch::Device& device, torch::ScalarType dtype);
 
-/// Simple glob match supporting '*' and '?'.
-bool glob_match(const std::string& pattern, const std::string& text);
-
 }  // namespace lathe::train

@@ -1,6 +1,7 @@
 // console_logger: a progress line with the chosen metrics every metrics_log_interval steps.
 #include "engine/train/callbacks/builtin.h"
 #include "engine/train/trainer.h"
+#include "engine/util/glob.h"
 #include "engine/util/log.h"
 
 #include <chrono>
@@ -9,26 +10,6 @@
 #include <sstream>
 
 namespace lathe::train {
-
-bool glob_match(const std::string& p, const std::string& t) {
-    std::size_t pi = 0, ti = 0, star = std::string::npos, mark = 0;
-    while (ti < t.size()) {
-        if (pi < p.size() && (p[pi] == '?' || p[pi] == t[ti])) {
-            ++pi;
-            ++ti;
-        } else if (pi < p.size() && p[pi] == '*') {
-            star = pi++;
-            mark = ti;
-        } else if (star != std::string::npos) {
-            pi = star + 1;
-            ti = ++mark;
-        } else {
-            return false;
-        }
-    }
-    while (pi < p.size() && p[pi] == '*') ++pi;
-    return pi == p.size();
-}
 
 namespace {
 
@@ -125,7 +106,7 @@ public:
         // In the order of the patterns, with short labels for the common metrics.
         for (const auto& p : cfg_.metrics) {
             for (const auto& [name, v] : m) {
-                if (!glob_match(p, name)) continue;
+                if (!glob_matches(p, name)) continue;
                 if (name == "spike/SpikeScore" && v == 0) continue;
                 line << " | " << label(name) << " " << format_metric(name, v);
             }
