@@ -85,10 +85,16 @@ int cmd_validate(const Args& args) {
     }
     auto loaded = config::load(p.spec, p.overrides);
     if (loaded.ok()) {
-        std::cout << loaded.origin << ": valid\n";
-        // What it will need, at the world size it asks for (launch.nproc).
+        // What it will need, at the world size it asks for (launch.nproc): the estimate `train`
+        // checks; with no device known here, only one that no device holds is refused.
         const auto estimate =
             config::estimate_training_memory(loaded.config, loaded.config.launch.nproc);
+        const std::string refusal = config::memory_refusal(estimate, 0, "any device", 1);
+        if (!refusal.empty()) {
+            std::cout << loaded.origin << ": " << refusal << "\n";
+            return kExitUsage;
+        }
+        std::cout << loaded.origin << ": valid\n";
         std::cout << "memory: " << estimate.describe() << "\n";
         return kExitOk;
     }

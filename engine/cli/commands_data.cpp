@@ -118,13 +118,14 @@ int cmd_prepare_data(const Args& args) {
     };
     o.on_problem = [&](const prepare::Utf8Problem& p) {
         if (json) {
-            std::cout << nlohmann::json(
-                             {{"event", "invalid_utf8"}, {"file", p.file}, {"offset", p.offset}})
+            std::cout << nlohmann::json({{"event", "invalid_utf8"},
+                                         {"file", p.file},
+                                         {"offset", p.offset},
+                                         {"count", p.count}})
                              .dump()
                       << std::endl;
         } else {
-            std::cerr << "\nwarning: " << p.file << ": invalid UTF-8 at byte " << p.offset
-                      << " (replaced with U+FFFD)\n";
+            std::cerr << "\nwarning: " << prepare::describe_utf8_problem(p) << "\n";
         }
     };
     g_cancel = false;

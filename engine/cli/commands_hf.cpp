@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -191,6 +192,10 @@ std::vector<int64_t> parse_ids(const std::string& text) {
 // A checkpoint folder, a Hugging Face folder, or a run folder (its newest complete checkpoint).
 std::string resolve_model_path(const std::string& path) {
     std::error_code ec;
+    if (fs::is_regular_file(path, ec))
+        throw Error(path +
+                    ": is a file; give a checkpoint folder (stepN), a run folder or a Hugging "
+                    "Face model folder");
     if (!fs::is_directory(path, ec)) throw Error(path + ": no such folder");
     if (hf::is_hf_model_folder(path) || checkpoint::Checkpointer::dir_is_checkpoint(path))
         return path;
@@ -271,8 +276,12 @@ int cmd_generate(const Args& args) {
         return usage("a numeric option has a value that is not a number");
     }
     o.kv_cache = !p.has("--no-kv-cache");
-    if (o.temperature < 0 || o.top_k < 0 || o.max_new_tokens < 0 || !(o.top_p > 0 && o.top_p <= 1))
-        return usage("--temperature, --top-k and --max-new-tokens must be >= 0, --top-p in (0, 1]");
+    // (Written so that NaN fails every comparison, and so every check.)
+    if (!(o.temperature >= 0 && std::isfinite(o.temperature)) || o.top_k < 0 ||
+        o.max_new_tokens < 0 || !(o.top_p > 0 && o.top_p <= 1))
+        return usage(
+            "--temperature (a finite number), --top-k and --max-new-tokens must be >= 0, --top-p "
+            "in (0, 1]");
     if (prompts.empty() && prompt_texts.empty()) return usage("give --prompt or --prompt-ids");
 
     const LocalCopy model(p.spec);
@@ -294,6 +303,7 @@ int cmd_generate(const Args& args) {
         }
     }
     if (tok && tok->eos_id()) o.stop_ids.push_back(*tok->eos_id());
+    if (tok) o.sample_vocab = tok->vocab_size();
     const bool bytes = !tok && byte_tokens(path);
     const bool has_text = tok || bytes;
     auto to_text = [&](const std::vector<int64_t>& ids) {

@@ -98,8 +98,7 @@ int train(const Args& args) {
     prepare::DocumentReader reader(prepare::list_sources(paths),
                                    options.count("--field") ? options["--field"] : "text");
     reader.on_problem = [](const prepare::Utf8Problem& p) {
-        std::cerr << "warning: " << p.file << ": invalid UTF-8 at byte " << p.offset
-                  << " (replaced with U+FFFD)\n";
+        std::cerr << "warning: " << prepare::describe_utf8_problem(p) << "\n";
     };
     std::vector<std::string> lines;
     std::size_t next_line = 0;

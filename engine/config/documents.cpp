@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace lathe::config {
 
@@ -24,22 +24,32 @@ Format format_for_path(const std::string& path) {
 
 namespace {
 
-std::pair<std::size_t, std::size_t> line_col(const std::string& text, std::size_t byte) {
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            col = 1;
-        } else {
-            ++col;
-        }
+// Line and column (from 1; the column counts bytes) of byte offsets in a text. Indexed once, as
+// a document can have hundreds of thousands of places to report.
+class LineIndex {
+public:
+    explicit LineIndex(const std::string& text) : size_(text.size()) {
+        for (std::size_t i = 0; i < text.size(); ++i)
+            if (text[i] == '\n') starts_.push_back(i + 1);
     }
-    return {line, col};
-}
+    std::pair<std::size_t, std::size_t> line_col(std::size_t byte) const {
+        byte = std::min(byte, size_);
+        const auto line = static_cast<std::size_t>(
+            std::upper_bound(starts_.begin(), starts_.end(), byte) - starts_.begin());
+        return {line, byte - starts_[line - 1] + 1};
+    }
+    std::string at(const std::string& origin, std::size_t byte) const {
+        const auto [line, col] = line_col(byte);
+        return origin + ":" + std::to_string(line) + ":" + std::to_string(col);
+    }
+
+private:
+    std::size_t size_;
+    std::vector<std::size_t> starts_{0};
+};
 
 std::string at_byte(const std::string& origin, const std::string& text, std::size_t byte) {
-    auto [line, col] = line_col(text, byte);
-    return origin + ":" + std::to_string(line) + ":" + std::to_string(col);
+    return LineIndex(text).at(origin, byte);
 }
 
 std::string at_mark(const std::string& origin, const YAML::Mark& mark) {
@@ -76,10 +86,12 @@ std::string join_path(const std::vector<std::string>& parts) {
     return path;
 }
 
-// The byte at which JSON text first nests deeper than kMaxDocumentDepth (the parser stopped
-// there, so the text before it is valid JSON and brackets in strings are the only pitfall).
-std::size_t first_too_deep_byte(const std::string& text) {
-    int depth = 0;
+// Walks JSON text that nlohmann's parser read up to where it stopped (so the text before is valid
+// JSON and brackets in strings are the only pitfall), calling on(byte, ch) for each structural
+// character outside strings ({ } [ ] , :) and with '"' at the opening quote of each string.
+// Stops where `on` returns true and returns that byte; text.size() when it never does.
+template <class On>
+std::size_t scan_json(const std::string& text, On&& on) {
     bool in_string = false, escaped = false;
     for (std::size_t i = 0; i < text.size(); ++i) {
         const char ch = text[i];
@@ -93,25 +105,93 @@ std::size_t first_too_deep_byte(const std::string& text) {
             }
         } else if (ch == '"') {
             in_string = true;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > kMaxDocumentDepth) return i;
-        } else if (ch == ']' || ch == '}') {
-            --depth;
+            if (on(i, ch)) return i;
+        } else if (ch == '[' || ch == '{' || ch == ']' || ch == '}' || ch == ',' || ch == ':') {
+            if (on(i, ch)) return i;
         }
     }
-    return 0;
+    return text.size();
+}
+
+// The byte at which JSON text first nests deeper than kMaxDocumentDepth (the parser stopped
+// there).
+std::size_t first_too_deep_byte(const std::string& text) {
+    int depth = 0;
+    const std::size_t at = scan_json(text, [&](std::size_t, char ch) {
+        if (ch == '[' || ch == '{') return ++depth > kMaxDocumentDepth;
+        if (ch == ']' || ch == '}') --depth;
+        return false;
+    });
+    return at < text.size() ? at : 0;
+}
+
+// A key met twice in one object: the object is the `container`-th opened in the text (objects
+// and arrays counted together, from 0), the keys the `first`-th and `again`-th of its keys.
+struct DuplicateKey {
+    std::size_t container = 0, first = 0, again = 0;
+    std::string key, path;  // path: the object's, "" at the top level
+};
+
+// The bytes of the opening quotes of each duplicate's two keys, in one pass (a flat object of
+// 400,000 equal keys is 400,000 duplicates).
+std::vector<std::pair<std::size_t, std::size_t>> duplicate_key_bytes(
+    const std::string& text, const std::vector<DuplicateKey>& duplicates) {
+    std::map<std::pair<std::size_t, std::size_t>, std::size_t> bytes;  // (container, key) -> byte
+    for (const auto& d : duplicates) {
+        bytes.emplace(std::make_pair(d.container, d.first), 0);
+        bytes.emplace(std::make_pair(d.container, d.again), 0);
+    }
+    struct Open {
+        std::size_t container = 0, keys = 0;
+        bool object = false, expect_key = false;
+    };
+    std::vector<Open> open;
+    std::size_t containers = 0;
+    scan_json(text, [&](std::size_t i, char ch) {
+        if (ch == '{' || ch == '[') {
+            open.push_back({containers++, 0, ch == '{', ch == '{'});
+        } else if (ch == '}' || ch == ']') {
+            if (!open.empty()) open.pop_back();
+        } else if (ch == ',') {
+            if (!open.empty() && open.back().object) open.back().expect_key = true;
+        } else if (ch == '"' && !open.empty() && open.back().expect_key) {
+            Open& o = open.back();
+            o.expect_key = false;
+            auto it = bytes.find({o.container, o.keys++});
+            if (it != bytes.end()) it->second = i;
+        }
+        return false;
+    });
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    for (const auto& d : duplicates)
+        out.emplace_back(bytes[{d.container, d.first}], bytes[{d.container, d.again}]);
+    return out;
+}
+
+// "model: duplicate key "d_model" (lines 2 and 4)": the object's path, the key, and where both
+// are (the issue itself is placed at the second).
+std::string duplicate_key_message(const std::string& path, const std::string& key,
+                                  std::pair<std::size_t, std::size_t> first,
+                                  std::pair<std::size_t, std::size_t> again) {
+    const std::string where =
+        first.first == again.first
+            ? "twice on line " + std::to_string(first.first) + ", columns " +
+                  std::to_string(first.second) + " and " + std::to_string(again.second)
+            : "lines " + std::to_string(first.first) + " and " + std::to_string(again.first);
+    return (path.empty() ? "" : path + ": ") + "duplicate key " + shown(key) + " (" + where + ")";
 }
 
 // Builds a document from nlohmann's SAX events instead of Json::parse, to stop at
 // kMaxDocumentDepth before a deep document exists (its recursive copy and destruction overflow
-// the stack) and to say where a number out of range is (Json::parse throws that without a
-// position).
+// the stack), to say where a number out of range is (Json::parse throws that without a
+// position), and to find keys given twice in an object (Json::parse keeps the last silently).
 class JsonBuilder {
 public:
     Json root;
     bool too_deep = false;
     std::size_t error_byte = 0;  ///< where parsing stopped on an error other than depth
     std::string error;
+    std::vector<DuplicateKey> duplicates;
 
     bool null() { return add(nullptr); }
     bool boolean(bool v) { return add(v); }
@@ -123,7 +203,16 @@ public:
     bool start_object(std::size_t) { return open(Json::object()); }
     bool start_array(std::size_t) { return open(Json::array()); }
     bool key(Json::string_t& k) {
-        levels_.back().key = std::move(k);
+        Level& l = levels_.back();
+        const std::size_t index = l.key_count++;
+        const auto [first, fresh] = l.keys.emplace(k, index);
+        l.repeated = !fresh;
+        if (!fresh) {
+            std::vector<std::string> parts = path_parts();
+            parts.pop_back();  // the previous key's: the object's path is what comes before
+            duplicates.push_back({l.container, first->second, index, k, join_path(parts)});
+        }
+        l.key = std::move(k);
         return true;
     }
     bool end_object() {
@@ -137,7 +226,7 @@ public:
     bool parse_error(std::size_t byte, const std::string& token, const Json::exception& e) {
         if (e.id == 406) {  // out_of_range.406: a number beyond a double, 1e400
             error_byte = byte >= token.size() ? byte - token.size() : 0;
-            const std::string where = path();
+            const std::string where = join_path(path_parts());
             error = (where.empty() ? "" : where + ": ") + "number " + cut(token) +
                     " is out of range (a double holds up to about 1.8e308)";
             return false;
@@ -155,10 +244,14 @@ public:
 private:
     struct Level {
         Json* node;
-        std::string key;                       // objects: the key of the value being read
-        std::unordered_set<std::string> keys;  // objects: the keys so far
+        std::size_t container = 0;  // objects and arrays opened before this one
+        std::string key;            // objects: the key of the value being read
+        std::size_t key_count = 0;  // objects: the keys so far
+        bool repeated = false;      // objects: whether `key` came before
+        std::unordered_map<std::string, std::size_t> keys;  // objects: key -> its number
     };
     std::vector<Level> levels_;
+    std::size_t containers_ = 0;
 
     Json* place(Json&& v) {
         if (levels_.empty()) {
@@ -171,10 +264,10 @@ private:
             return &l.node->back();
         }
         // ordered_json looks keys up one by one: inserting each key of a flat object of 400,000
-        // keys that way takes minutes. A new key is appended; a repeated one replaces the value,
-        // as with Json::parse.
+        // keys that way takes minutes. A new key is appended; a repeated one (an error, reported
+        // once parsing is done) replaces the value.
         auto& object = l.node->get_ref<Json::object_t&>();
-        if (l.keys.insert(l.key).second) {
+        if (!l.repeated) {
             object.emplace_back(l.key, std::move(v));
             return &object.back().second;
         }
@@ -192,11 +285,11 @@ private:
             return false;
         }
         Json* node = place(std::move(container));
-        levels_.push_back({node, {}, {}});
+        levels_.push_back({node, containers_++, {}, 0, false, {}});
         return true;
     }
-    // The path of the value being read.
-    std::string path() const {
+    // The keys and [indices] down to the value being read.
+    std::vector<std::string> path_parts() const {
         std::vector<std::string> parts;
         for (std::size_t i = 0; i < levels_.size(); ++i) {
             const Json& n = *levels_[i].node;
@@ -209,17 +302,29 @@ private:
                 parts.push_back("[" + std::to_string(index) + "]");
             }
         }
-        return join_path(parts);
+        return parts;
     }
 };
 
 Json parse_json(const std::string& text, const std::string& origin, std::vector<Issue>& issues) {
     JsonBuilder builder;
-    if (Json::sax_parse(text, &builder)) return std::move(builder.root);
-    if (builder.too_deep) {
-        issues.push_back({at_byte(origin, text, first_too_deep_byte(text)), too_deep_message()});
-    } else {
-        issues.push_back({at_byte(origin, text, builder.error_byte), builder.error});
+    if (!Json::sax_parse(text, &builder)) {
+        if (builder.too_deep) {
+            issues.push_back(
+                {at_byte(origin, text, first_too_deep_byte(text)), too_deep_message()});
+        } else {
+            issues.push_back({at_byte(origin, text, builder.error_byte), builder.error});
+        }
+        return nullptr;
+    }
+    if (builder.duplicates.empty()) return std::move(builder.root);
+    const auto bytes = duplicate_key_bytes(text, builder.duplicates);
+    const LineIndex lines(text);
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        const DuplicateKey& d = builder.duplicates[i];
+        issues.push_back({lines.at(origin, bytes[i].second),
+                          duplicate_key_message(d.path, d.key, lines.line_col(bytes[i].first),
+                                                lines.line_col(bytes[i].second))});
     }
     return nullptr;
 }
@@ -367,13 +472,10 @@ public:
                     }
                     auto [first, fresh] = seen.emplace(key, kv.first.Mark());
                     if (!fresh) {
-                        const int line = first->second.line + 1;
-                        const int again = kv.first.Mark().line + 1;
-                        report(kv.first.Mark(),
-                               "duplicate key " + shown(key) +
-                                   (line == again ? " (twice on line " + std::to_string(line) + ")"
-                                                  : " (lines " + std::to_string(line) + " and " +
-                                                        std::to_string(again) + ")"));
+                        report(
+                            kv.first.Mark(),
+                            duplicate_key_message(join_path(path_), key, line_col_of(first->second),
+                                                  line_col_of(kv.first.Mark())));
                         continue;
                     }
                     path_.push_back(key);
@@ -392,7 +494,12 @@ private:
     std::vector<Issue>& issues_;
     std::size_t values_ = 0;
     std::vector<std::string> path_;  // keys and [indices] down to the value being converted
-    std::set<std::pair<int, std::string>> reported_;  // an aliased node is met more than once
+    // An aliased node is met once per use, with another path each time: one issue per place.
+    std::set<std::pair<int, std::string>> reported_;
+
+    static std::pair<std::size_t, std::size_t> line_col_of(const YAML::Mark& mark) {
+        return {static_cast<std::size_t>(mark.line) + 1, static_cast<std::size_t>(mark.column) + 1};
+    }
 
     void check_depth(const YAML::Node& n) {
         if (path_.size() >= static_cast<std::size_t>(kMaxDocumentDepth))
@@ -400,7 +507,7 @@ private:
     }
 
     void report(const YAML::Mark& mark, const std::string& message) {
-        if (reported_.emplace(mark.pos, message).second)
+        if (reported_.emplace(mark.pos, mark.is_null() ? message : "").second)
             issues_.push_back({at_mark(origin_, mark), message});
     }
 

@@ -12,8 +12,10 @@
 namespace lathe::config {
 
 struct MemoryEstimate {
-    int64_t parameters = 0;      ///< exactly what the model will have
+    int64_t parameters = 0;      ///< exactly what the model will have (unless saturated)
     int64_t bytes_per_rank = 0;  ///< parameters + gradients + AdamW state on one rank
+    /// The count passed int64: the figures above stop at its maximum (8 EiB), a lower bound.
+    bool saturated = false;
     int64_t world_size = 1;
     bool sharded = false;  ///< FSDP, HSDP or tensor parallelism: divided over ranks
     int64_t split = 1;     ///< the ways the state is divided (shard group x tp degree)
@@ -31,6 +33,8 @@ std::string human_bytes(double bytes);
 
 /// Empty when the estimate fits in `available_bytes` (free memory of the device, shared by
 /// `ranks_sharing` ranks on it); otherwise why not, with both figures and the fields to change.
+/// `available_bytes` <= 0 means unknown: then only a saturated estimate, which no device holds,
+/// is refused (what `validate`, which knows no device, can check).
 std::string memory_refusal(const MemoryEstimate& estimate, int64_t available_bytes,
                            const std::string& device, int64_t ranks_sharing);
 

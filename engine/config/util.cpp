@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace lathe::config {
 
@@ -104,11 +105,18 @@ std::string Duration::to_string() const {
 }
 
 int64_t ModelConfig::hidden_size() const {
-    int64_t h = static_cast<int64_t>(8.0 * static_cast<double>(d_model) / 3.0);
-    if (hidden_size_multiplier)
-        h = static_cast<int64_t>(*hidden_size_multiplier * static_cast<double>(h));
-    int64_t m = std::max<int64_t>(1, hidden_size_multiple_of);
-    return m * ((h + m - 1) / m);
+    // Saturates at int64's maximum: casting a double past it is undefined, and the memory
+    // estimate refuses a model that large by that figure.
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    auto saturated = [](double x) {
+        return x >= 9223372036854775808.0 ? kMax : static_cast<int64_t>(x);
+    };
+    int64_t h = saturated(8.0 * static_cast<double>(d_model) / 3.0);
+    if (hidden_size_multiplier) h = saturated(*hidden_size_multiplier * static_cast<double>(h));
+    const int64_t m = std::max<int64_t>(1, hidden_size_multiple_of);
+    int64_t rounded = 0;
+    if (h > kMax - (m - 1) || __builtin_mul_overflow(m, (h + m - 1) / m, &rounded)) return kMax;
+    return rounded;
 }
 
 }  // namespace lathe::config

@@ -3,6 +3,7 @@
 #include "engine/util/error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace lathe::model {
@@ -97,6 +98,13 @@ std::vector<Generation> generate(Transformer& model,
                             std::to_string(m.cfg.vocab_size - 1) + ")");
     }
     if (o.max_new_tokens < 0) throw Error("max_new_tokens must be at least 0");
+    if (!std::isfinite(o.temperature) || o.temperature < 0)
+        throw Error("temperature must be a finite number >= 0 (0: greedy), not " +
+                    std::to_string(o.temperature));
+    if (o.top_k < 0) throw Error("top_k must be at least 0 (0: off)");
+    if (o.sample_vocab < 0 || o.sample_vocab > m.cfg.vocab_size)
+        throw Error("the tokenizer's vocabulary (" + std::to_string(o.sample_vocab) +
+                    " ids) does not fit the model's (" + std::to_string(m.cfg.vocab_size) + ")");
     if (!(o.top_p > 0 && o.top_p <= 1)) throw Error("top_p must be in (0, 1]");
     torch::NoGradGuard no_grad;
     const bool was_training = m.is_training();
@@ -147,6 +155,9 @@ std::vector<Generation> generate(Transformer& model,
                                    P + o.max_new_tokens);
         cached = S;
         logits = logits.cpu();
+        // A padded vocabulary's extra rows are never chosen: no tokenizer could decode them.
+        if (o.sample_vocab > 0 && o.sample_vocab < logits.size(-1))
+            logits = logits.narrow(-1, 0, o.sample_vocab);
         auto logprobs = logits.log_softmax(-1);
         bool all_done = true;
         for (int64_t b = 0; b < B; ++b) {

@@ -20,6 +20,9 @@ struct GenerateOptions {
     uint64_t seed = 0;
     bool kv_cache = true;  ///< false: recompute the whole sequence at every step (for checks)
     std::vector<int64_t> stop_ids;  ///< a row ends after one of these (it is kept)
+    /// > 0: only ids below it are ever chosen (the tokenizer's vocabulary, where model.vocab_size
+    /// is padded past it, as OLMo-core's generation masks the padded logits); 0: every id.
+    int64_t sample_vocab = 0;
     /// Called after each new token of a row with the row's new ids so far; true ends the row.
     std::function<bool(std::size_t row, const std::vector<int64_t>& new_ids)> stop;
 };

@@ -227,7 +227,7 @@ std::string DocumentReader::repair(std::string_view text, uint64_t base_offset) 
         Utf8Problem p{sources_[current_].path, base_offset + pos};
         ++problem_count_;
         if (problems_.size() < kMaxProblems) problems_.push_back(p);
-        if (on_problem) on_problem(p);
+        if (file_problems_.count++ == 0) file_problems_.offset = p.offset;
         // Skip the invalid byte and any continuation bytes, then look again.
         ++pos;
         while (pos < text.size() && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) ++pos;
@@ -243,8 +243,14 @@ bool DocumentReader::open_next_source() {
     if (opened_ && current_ < sources_.size()) {
         done_bytes_ += sources_[current_].bytes;
         stream_.reset();
+        if (file_problems_.count > 0 && on_problem) {
+            file_problems_.file = sources_[current_].path;
+            on_problem(file_problems_);
+        }
         ++current_;
     }
+    file_problems_ = Utf8Problem{{}, 0, 0};
+    next_index_ = 0;
     if (current_ >= sources_.size()) {
         opened_ = true;
         return false;
@@ -293,7 +299,8 @@ bool DocumentReader::next(Document& doc) {
             text_bytes_ += text.size();
             doc.text = repair(text, 0);
             doc.source = current_;
-            doc.index = docs_per_source_[current_]++;
+            doc.index = next_index_++;
+            if (!doc.text.empty()) ++docs_per_source_[current_];
             open_next_source();
             if (doc.text.empty()) continue;
             return true;
@@ -321,10 +328,19 @@ bool DocumentReader::next(Document& doc) {
             throw Error(where + ": no \"" + field_ + "\" string field");
         doc.text = it->get<std::string>();
         doc.source = current_;
-        doc.index = docs_per_source_[current_]++;
+        doc.index = next_index_++;
         if (doc.text.empty()) continue;
+        ++docs_per_source_[current_];
         return true;
     }
+}
+
+std::string describe_utf8_problem(const Utf8Problem& p) {
+    return p.file + ": invalid UTF-8 at " +
+           (p.count == 1 ? "byte " + std::to_string(p.offset)
+                         : std::to_string(p.count) + " places, the first at byte " +
+                               std::to_string(p.offset)) +
+           " (replaced with U+FFFD)";
 }
 
 void split_lines(const std::string& text, std::vector<std::string>& out) {

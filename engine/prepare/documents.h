@@ -42,17 +42,21 @@ std::unique_ptr<ByteSource> open_source(const SourceFile& file);
 
 struct Utf8Problem {
     std::string file;
-    uint64_t offset = 0;  ///< byte offset in the (decompressed) file
+    uint64_t offset = 0;  ///< byte offset in the (decompressed) file; a summary's first place
+    uint64_t count = 1;   ///< places: 1 for one place, all of the file's for a file's summary
 };
+
+/// "FILE: invalid UTF-8 at N places, the first at byte B (replaced with U+FFFD)", for a warning.
+std::string describe_utf8_problem(const Utf8Problem& problem);
 
 struct Document {
     std::string text;
     std::size_t source = 0;  ///< index into the source list
-    uint64_t index = 0;      ///< the document's number within its source file
+    uint64_t index = 0;      ///< the document's number within its source file (empty ones counted)
 };
 
 /// Reads the documents of `sources` in order. Empty documents are skipped (they would be a lone
-/// EOS), and counted as read so positions stay stable.
+/// EOS), and numbered (Document::index) so positions stay stable.
 class DocumentReader {
 public:
     explicit DocumentReader(std::vector<SourceFile> sources, std::string field = "text");
@@ -66,13 +70,15 @@ public:
     /// Bytes of text read so far (decompressed).
     uint64_t text_bytes() const { return text_bytes_; }
     const std::vector<SourceFile>& sources() const { return sources_; }
-    /// Documents read per source so far.
+    /// Documents returned per source so far (empty ones are skipped, and not counted).
     const std::vector<uint64_t>& documents_per_source() const { return docs_per_source_; }
     /// The first `kMaxProblems` invalid UTF-8 places, and how many there were in all.
     const std::vector<Utf8Problem>& utf8_problems() const { return problems_; }
     uint64_t utf8_problem_count() const { return problem_count_; }
     static constexpr std::size_t kMaxProblems = 100;
-    /// Called for each invalid UTF-8 place as it is found (for warnings).
+    /// Called once for each file that held invalid UTF-8, when the file has been read, with its
+    /// first place and its count (for warnings: one line per file, where a file of binary data
+    /// held hundreds of thousands of places).
     std::function<void(const Utf8Problem&)> on_problem;
 
 private:
@@ -93,8 +99,10 @@ private:
     uint64_t bytes_total_ = 0;
     uint64_t text_bytes_ = 0;
     std::vector<uint64_t> docs_per_source_;
+    uint64_t next_index_ = 0;  ///< documents of the current source so far, empty ones included
     std::vector<Utf8Problem> problems_;
     uint64_t problem_count_ = 0;
+    Utf8Problem file_problems_{{}, 0, 0};  ///< the current source's, count 0 while it has none
 };
 
 /// Splits a document into the non-empty lines SentencePiece trains on.

@@ -20,6 +20,7 @@
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -482,26 +483,66 @@ private:
                                 " has no token (a byte-level vocabulary holds all 256)");
                 syms.push_back(it->second);
             }
-            while (syms.size() > 1) {
-                int64_t best_rank = std::numeric_limits<int64_t>::max(), best_id = -1;
-                std::size_t best_pos = 0;
-                for (std::size_t i = 0; i + 1 < syms.size(); ++i) {
-                    auto it = merges_.find(pair_key(syms[i], syms[i + 1]));
-                    if (it != merges_.end() && it->second.first < best_rank) {
-                        best_rank = it->second.first;
-                        best_id = it->second.second;
-                        best_pos = i;
-                    }
-                }
-                if (best_id < 0) break;
-                syms[best_pos] = best_id;
-                syms.erase(syms.begin() + static_cast<std::ptrdiff_t>(best_pos) + 1);
-            }
+            merge_all(syms);
         }
         out.insert(out.end(), syms.begin(), syms.end());
         std::lock_guard<std::mutex> lock(cache_mutex_);
         if (cache_.size() > 200000) cache_.clear();
         cache_.emplace(piece, std::move(syms));
+    }
+
+    // Applies the merges to `syms` by rank, the lowest first and the leftmost of equal pairs
+    // first, as `tokenizers` does (word.rs merge_all). Rescanning every pair after each merge is
+    // quadratic (200,000 x "a": a minute); instead a heap holds the pairs as (rank, position of
+    // the left symbol) over a linked list of symbols, and an entry whose pair has changed since
+    // it was pushed is skipped when it comes up. Every pair the list holds has an entry, and list
+    // order is position order, so the entry that comes up valid is the lowest-ranked, leftmost
+    // pair, the one a rescan would find.
+    void merge_all(std::vector<int64_t>& syms) const {
+        const std::size_t n = syms.size();
+        if (n < 2) return;
+        constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+        std::vector<std::size_t> prev(n), next(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            prev[i] = i == 0 ? kNone : i - 1;
+            next[i] = i + 1 == n ? kNone : i + 1;
+        }
+        std::vector<bool> gone(n, false);
+        using Entry = std::pair<int64_t, std::size_t>;  // (rank, left position)
+        std::vector<Entry> heap;
+        const auto later = std::greater<Entry>();
+        auto rank_at = [&](std::size_t i) -> const std::pair<int64_t, int64_t>* {
+            if (next[i] == kNone) return nullptr;
+            const auto it = merges_.find(pair_key(syms[i], syms[next[i]]));
+            return it == merges_.end() ? nullptr : &it->second;
+        };
+        auto push = [&](std::size_t i) {
+            if (const auto* m = rank_at(i)) {
+                heap.emplace_back(m->first, i);
+                std::push_heap(heap.begin(), heap.end(), later);
+            }
+        };
+        for (std::size_t i = 0; i + 1 < n; ++i) push(i);
+        while (!heap.empty()) {
+            std::pop_heap(heap.begin(), heap.end(), later);
+            const auto [rank, i] = heap.back();
+            heap.pop_back();
+            if (gone[i]) continue;
+            // The pair at i now may be another one (either side merged since): its rank says.
+            const auto* m = rank_at(i);
+            if (!m || m->first != rank) continue;
+            const std::size_t right = next[i];
+            syms[i] = m->second;
+            gone[right] = true;
+            next[i] = next[right];
+            if (next[i] != kNone) prev[next[i]] = i;
+            if (prev[i] != kNone) push(prev[i]);
+            push(i);
+        }
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < n; ++i)
+            if (!gone[i]) syms[kept++] = syms[i];
+        syms.resize(kept);
     }
 
     std::unordered_map<std::string, int64_t> vocab_;

@@ -264,13 +264,30 @@ def sentencepiece_run(work, inputs, sp_model, texts):
     run = work / "run-sp"
     lathe("train", "tiny", "run_name=sp", f"trainer.save_folder={run}", "dataset.source=numpy",
           f"dataset.paths=[{out}]", f"dataset.tokenizer={out / 'tokenizer.model'}", "model.vocab_size=2048",
-          "dataset.sequence_length=64", "launch.num_threads=1", "trainer.max_duration={value: 4, unit: steps}")
+          "dataset.sequence_length=64", "launch.num_threads=1", "trainer.max_duration={value: 4, unit: steps}",
+          # The sampler on a padded vocabulary, hot enough to reach the padded ids if it could.
+          "trainer.callbacks.sampler.enabled=true", "trainer.callbacks.sampler.interval=4",
+          "trainer.callbacks.sampler.max_new_tokens=64", "trainer.callbacks.sampler.temperature=5")
     check((run / "step4" / "tokenizer.model").read_bytes() == sp_model.read_bytes(),
           "a SentencePiece run's checkpoints carry tokenizer.model")
     g = json.loads(lathe("generate", run, "--prompt", texts[0][:30], "--max-new-tokens", "6",
                          "--temperature", "0", "--json").stdout.splitlines()[0])
     check(g["prompt_ids"] == sp.encode(texts[0][:30]) and g["text"] == sp.decode(g["ids"]),
           "generate on a SentencePiece run: prompt and text through its tokenizer.model")
+    n = sp.get_piece_size()
+    check(n < 2048, f"the run's vocabulary is padded ({n} SentencePiece ids, model.vocab_size 2048)")
+    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    check(samples and all(i < n for x in samples for i in x["ids"]),
+          "the sampler on a padded vocabulary chooses only the tokenizer's ids")
+    g = json.loads(lathe("generate", run, "--prompt", texts[1][:30], "--max-new-tokens", "200",
+                         "--temperature", "5", "--seed", "3", "--json").stdout.splitlines()[0])
+    check(len(g["ids"]) > 0 and all(i < n for i in g["ids"]),
+          "generate on a padded vocabulary chooses only the tokenizer's ids")
+    r = lathe("generate", run, "--prompt", "a", "--temperature", "nan", ok=False)
+    check(r.returncode == 2 and "--temperature" in r.stderr and "Assert" not in r.stderr,
+          "generate --temperature nan is refused with a usage message")
+    r = lathe("generate", run / "config.json", "--prompt", "a", ok=False)
+    check(r.returncode != 0 and "is a file" in r.stderr, "generate on a file says it is a file")
 
 
 def main():

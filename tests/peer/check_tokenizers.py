@@ -169,6 +169,8 @@ def main():
         work = Path(d)
         # Documents that also hold special tokens inside the text.
         docs = texts + [t[:40] + "<|endoftext|>" + t[40:80] + "<|pad|><|endoftext|>" for t in texts[:200]]
+        # Long runs, which Lathe once merged in quadratic time (issue 34).
+        docs += ["a" * 20000, " " * 20000, "ab" * 10000, "\n" * 5000 + "x", "é" * 10000]
         jsonl = work / "docs.jsonl"
         jsonl.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
         for kind in ["gpt2", "llama3"]:

@@ -5,6 +5,9 @@
 #include <QDir>
 #include <QFileInfo>
 
+#include <algorithm>
+#include <climits>
+
 namespace lathe::ui {
 
 using Json = lathe::config::Json;
@@ -154,7 +157,9 @@ void PrepareJob::readProgressLine(const QByteArray& line) {
         result_.shards = j.value("shards", 0LL);
         result_.paddedVocabSize = j.value("padded_vocab_size", 0LL);
     } else if (event == "invalid_utf8") {
-        message_ = tr("Invalid UTF-8 in %1 at byte %2 (replaced)")
+        // One event per file: how many places, and the first.
+        message_ = tr("Invalid UTF-8 in %1 at %n place(s), the first at byte %2 (replaced)", "",
+                      static_cast<int>(std::min<long long>(j.value("count", 1LL), INT_MAX)))
                        .arg(QString::fromStdString(j.value("file", "")))
                        .arg(j.value("offset", 0LL));
         Q_EMIT progressChanged(fraction_, message_);

@@ -94,6 +94,7 @@ private:
         o.top_p = cfg_.top_p;
         o.seed = static_cast<uint64_t>(cfg_.seed);
         if (tokenizer_ && tokenizer_->eos_id()) o.stop_ids.push_back(*tokenizer_->eos_id());
+        if (tokenizer_) o.sample_vocab = tokenizer_->vocab_size();
         // Without autocast, as a user's `generate` would run; the model's mode is restored.
         const auto gens = model::generate(net, prompts_, o);
         const double seconds =

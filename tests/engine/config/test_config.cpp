@@ -7,8 +7,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 using namespace lathe::config;
@@ -488,7 +490,29 @@ private Q_SLOTS:
         QTest::newRow("yaml duplicate nested key")
             << "dup.yaml"
             << "model:\n  d_model: 64\n  n_layers: 2\n  d_model: 128\n"
-            << R"(@dup.yaml:4:3: duplicate key "d_model" (lines 2 and 4))";
+            << R"(@dup.yaml:4:3: model: duplicate key "d_model" (lines 2 and 4))";
+        QTest::newRow("yaml duplicate key in a flow mapping")
+            << "dup.yaml"
+            << "model: {d_model: 64, d_model: 128}\n"
+            << R"(@dup.yaml:1:22: model: duplicate key "d_model" (twice on line 1, columns 9 and 22))";
+        // Issue 34: JSON kept the last of a repeated key silently.
+        QTest::newRow("json duplicate key")
+            << "dup.json"
+            << R"({"seed": 1, "seed": 2})"
+            << R"(@dup.json:1:13: duplicate key "seed" (twice on line 1, columns 2 and 13))";
+        QTest::newRow("json duplicate nested key")
+            << "dup.json"
+            << "{\n  \"seed\": 1,\n  \"model\": {\"d_model\": 64,\n    \"n_layers\": 2, "
+               "\"d_model\": 128}\n}\n"
+            << R"(@dup.json:4:20: model: duplicate key "d_model" (lines 3 and 4))";
+        // Brackets, commas and quotes inside strings are not structure; keys count per object.
+        // (Not a raw string: moc misreads \" in one and skips the class.)
+        QTest::newRow("json duplicate key in a list")
+            << "dup.json"
+            << "{\"trainer\": {\"callbacks\": {\"a{[,\\\"\": {}}, "
+               "\"steps_to_skip\": [{\"start\": 1, \"stop\": 3}, {\"start\": 4, \"stop\": 6, "
+               "\"start\": 5}]}}"
+            << R"(@dup.json:1:110: trainer.steps_to_skip[1]: duplicate key "start" (twice on line 1, columns 87 and 110))";
         QTest::newRow("deep json")
             << "deep.json"
             << QString("{\"a\":").repeated(100000) + "1" + QString("}").repeated(100000)
@@ -705,6 +729,49 @@ private Q_SLOTS:
         const auto split = estimate_training_memory(c, 4);
         QCOMPARE(split.split, 4);
         QCOMPARE(split.bytes_per_rank, whole.bytes_per_rank / 4);
+    }
+
+    // Issue 34: from model.d_model=200000000 up the state passed int64, the estimate printed
+    // "-9223372036854775808 bytes" and the does-not-fit guard let the model through.
+    void hugeModelsAreRefused_data() {
+        QTest::addColumn<QString>("d_model");
+        QTest::newRow("2e8") << "200000000";
+        QTest::newRow("3e9 (parameters pass int64)") << "3000000000";
+        QTest::newRow("near int64 max") << "9223372036854775800";  // 4 heads of an even size
+    }
+    void hugeModelsAreRefused() {
+        QFETCH(QString, d_model);
+        const auto l = load("tiny", {"model.d_model=" + d_model.toStdString()});
+        QVERIFY2(l.ok(), issues_text(l.issues).c_str());
+        const auto e = estimate_training_memory(l.config, 1);
+        QVERIFY(e.saturated);
+        QCOMPARE(e.bytes_per_rank, std::numeric_limits<int64_t>::max());
+        QVERIFY(e.parameters > 0);
+        const QString described = QString::fromStdString(e.describe());
+        QVERIFY2(described.startsWith("more than 8.00 EiB per rank"), qPrintable(described));
+        // Refused with 80 GiB free, and also where the free memory is unknown (validate).
+        for (const int64_t free : {int64_t{80} << 30, int64_t{0}}) {
+            const QString refusal = QString::fromStdString(memory_refusal(e, free, "cuda:0", 1));
+            QVERIFY2(refusal.startsWith("the model does not fit on any device: training it needs "
+                                        "more than 8.00 EiB per rank"),
+                     qPrintable(refusal));
+        }
+    }
+
+    // Under the saturation, a huge model keeps its real figure, and the guard refuses it.
+    void largeModelEstimateIsExact() {
+        auto c = load("tiny", {"model.d_model=200000000"}).config;
+        c.train_module.dp_config.name = DataParallelType::fsdp;
+        const auto e = estimate_training_memory(c, 4);  // 16 bytes per parameter over 4 ranks
+        QVERIFY(!e.saturated);
+        QVERIFY(e.parameters > 0);
+        const double expected = static_cast<double>(e.parameters) * 4;
+        QVERIFY(std::abs(static_cast<double>(e.bytes_per_rank) - expected) < expected * 1e-12);
+        const auto tiny = estimate_training_memory(load("tiny").config, 4);
+        QVERIFY(e.parameters > tiny.parameters * 1000000000LL);
+        QVERIFY(!memory_refusal(e, int64_t{80} << 30, "cuda:0", 1).empty());
+        QVERIFY(memory_refusal(e, 0, "cuda:0", 1).empty());  // unknown free memory: not refused
+        QVERIFY(memory_refusal(tiny, int64_t{80} << 30, "cuda:0", 1).empty());
     }
 };
 

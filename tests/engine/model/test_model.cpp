@@ -8,10 +8,12 @@
 #include "engine/model/transformer.h"
 #include "engine/train/scheduler.h"
 #include "engine/util/autocast.h"
+#include "engine/util/error.h"
 
 #include <QtTest>
 
 #include <cmath>
+#include <limits>
 
 using namespace lathe;
 
@@ -343,6 +345,38 @@ private Q_SLOTS:
         for (std::size_t k = 0; k < batch[0].ids.size(); ++k)
             QCOMPARE(logits[0][n - 1 + static_cast<int64_t>(k)].argmax().item<int64_t>(),
                      batch[0].ids[k]);
+    }
+
+    // A vocabulary padded past the tokenizer's (issue 34): the padded ids are never chosen, even
+    // where their logits are the largest; and options that are not numbers are refused by name.
+    void generationSamplesOnlyTheTokenizersIds() {
+        config::ModelConfig c;  // vocab_size 256
+        model::Transformer m(c);
+        {
+            torch::NoGradGuard g;
+            m->lm_head->weight.narrow(0, 200, 56).mul_(50);  // the padded rows dominate
+        }
+        model::GenerateOptions o;
+        o.max_new_tokens = 24;
+        o.temperature = 0;
+        const auto unmasked = model::generate(m, {{1, 2, 3}, {9}}, o);
+        bool padded_chosen = false;
+        for (const auto& g : unmasked)
+            for (auto id : g.ids) padded_chosen = padded_chosen || id >= 200;
+        QVERIFY(padded_chosen);  // the case is real: without the mask they win
+        o.sample_vocab = 200;
+        for (double temperature : {0.0, 1.0, 3.0}) {
+            o.temperature = temperature;
+            for (const auto& g : model::generate(m, {{1, 2, 3}, {9}}, o))
+                for (auto id : g.ids) QVERIFY2(id < 200, qPrintable(QString::number(id)));
+        }
+        o.temperature = std::nan("");
+        QVERIFY_THROWS_EXCEPTION(lathe::Error, model::generate(m, {{1}}, o));
+        o.temperature = std::numeric_limits<double>::infinity();
+        QVERIFY_THROWS_EXCEPTION(lathe::Error, model::generate(m, {{1}}, o));
+        o.temperature = 1;
+        o.sample_vocab = 257;
+        QVERIFY_THROWS_EXCEPTION(lathe::Error, model::generate(m, {{1}}, o));
     }
 
     void generationSamplingFollowsItsSeed() {

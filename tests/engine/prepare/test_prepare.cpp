@@ -90,7 +90,9 @@ private Q_SLOTS:
         QCOMPARE(docs, (std::vector<std::string>{"first document\nwith two lines", "second",
                                                  "third", "fourth", "fifth", "sixth \xC3\xA9"}));
         QCOMPARE(r->sources().size(), std::size_t{5});  // the hidden file is skipped
-        QCOMPARE(r->documents_per_source(), (std::vector<uint64_t>{1, 1, 3, 2, 1}));
+        // Empty documents (empty.txt, and b.jsonl's "") are not counted: the counts add up to
+        // the documents read.
+        QCOMPARE(r->documents_per_source(), (std::vector<uint64_t>{0, 1, 2, 2, 1}));
         QCOMPARE(r->bytes_consumed(), r->bytes_total());
         QCOMPARE(r->utf8_problem_count(), uint64_t{0});
         QCOMPARE(r->sources()[3].compression, Compression::gzip);
@@ -111,6 +113,76 @@ private Q_SLOTS:
         // In the JSONL file: line 2 starts at byte 14; the bad byte is 11 bytes into it.
         QCOMPARE(r->utf8_problems()[3].offset, uint64_t{25});
         QVERIFY(r->utf8_problems()[3].file.find("u.jsonl") != std::string::npos);
+    }
+
+    // Issue 34: a warning per invalid place gave 335,250 lines for 28 files. One call per file
+    // now, once the file is read, with the count and the first place; the manifest's list of
+    // places is as before.
+    void invalidUtf8IsSummedUpPerFile() {
+        std::string binary;
+        for (int i = 0; i < 5000; ++i) binary += "ok\xFF";
+        write("many/a.txt", binary);
+        write("many/b.txt", "clean text");
+        write("many/c.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\x80\"}\n{\"text\": \"\xC3\"}\n");
+        write_gz("many/d.txt.gz", "fine\xFE");
+        auto reader = std::make_unique<DocumentReader>(list_sources({path("many")}));
+        std::vector<Utf8Problem> calls;
+        reader->on_problem = [&](const Utf8Problem& p) { calls.push_back(p); };
+        Document d;
+        std::size_t docs = 0;
+        while (reader->next(d)) ++docs;
+        QCOMPARE(docs, std::size_t{6});
+        QCOMPARE(calls.size(), std::size_t{3});
+        QCOMPARE(calls[0].file, path("many/a.txt"));
+        QCOMPARE(calls[0].count, uint64_t{5000});
+        QCOMPARE(calls[0].offset, uint64_t{2});
+        QCOMPARE(calls[1].file, path("many/c.jsonl"));
+        QCOMPARE(calls[1].count, uint64_t{2});
+        QCOMPARE(calls[1].offset, uint64_t{25});  // line 2 starts at byte 14
+        QCOMPARE(calls[2].file, path("many/d.txt.gz"));
+        QCOMPARE(calls[2].count, uint64_t{1});
+        QCOMPARE(reader->utf8_problem_count(), uint64_t{5003});
+        QCOMPARE(reader->utf8_problems().size(), DocumentReader::kMaxProblems);
+        QCOMPARE(describe_utf8_problem(calls[0]),
+                 path("many/a.txt") +
+                     ": invalid UTF-8 at 5000 places, the first at byte 2 (replaced with U+FFFD)");
+        QCOMPARE(describe_utf8_problem(calls[2]),
+                 path("many/d.txt.gz") + ": invalid UTF-8 at byte 4 (replaced with U+FFFD)");
+
+        // prepare-data passes the same calls on, and counts every place in the manifest.
+        PrepareOptions o;
+        o.paths = {path("many")};
+        o.tokenizer = write("tiny5.json", lathe::testing::tiny_tokenizer_json());
+        o.out = path("many-out");
+        o.threads = 2;
+        std::vector<Utf8Problem> prepared;
+        o.on_problem = [&](const Utf8Problem& p) { prepared.push_back(p); };
+        const auto m = prepare_data(o);
+        QCOMPARE(prepared.size(), std::size_t{3});
+        QCOMPARE(m["invalid_utf8"]["count"].get<uint64_t>(), uint64_t{5003});
+    }
+
+    // Issue 34: an empty JSONL document counted for its source in manifest.json but not in the
+    // total. Empty documents are skipped and counted nowhere: the sources, the shards and the
+    // total agree.
+    void manifestCountsAgree() {
+        write("counts/a.jsonl", "{\"text\": \"ab\"}\n{\"text\": \"\"}\n\n{\"text\": \"abc\"}\n");
+        write("counts/b.txt", "");
+        write("counts/c.txt", "bc");
+        PrepareOptions o;
+        o.paths = {path("counts")};
+        o.tokenizer = write("tiny6.json", lathe::testing::tiny_tokenizer_json());
+        o.out = path("counts-out");
+        o.shard_bytes = 8;
+        const auto m = prepare_data(o);
+        QCOMPARE(m["documents"].get<int64_t>(), int64_t{3});
+        int64_t in_sources = 0, in_shards = 0;
+        for (const auto& s : m["sources"]) in_sources += s["documents"].get<int64_t>();
+        for (const auto& s : m["shards"]) in_shards += s["documents"].get<int64_t>();
+        QCOMPARE(in_sources, int64_t{3});
+        QCOMPARE(in_shards, int64_t{3});
+        QCOMPARE(m["sources"][0]["documents"].get<int64_t>(), int64_t{2});
+        QCOMPARE(m["sources"][1]["documents"].get<int64_t>(), int64_t{0});
     }
 
     void badInputsAreNamed() {

@@ -13,14 +13,118 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <map>
+#include <unordered_map>
 
 using namespace lathe::tokenizer;
 
 using lathe::testing::error_of;
 
 using lathe::testing::tiny_tokenizer_json;
+
+namespace {
+
+// A byte-level BPE over 'a', 'b' and the space ('Ġ'), whole texts as one piece (ByteLevel without
+// its regex), with merges for long runs and others drawn at random, in a random rank order (so
+// a merge can make a pair that ranks below the one just merged).
+struct RunsBpe {
+    std::string json;
+    std::vector<std::string> tokens;                          // by id
+    std::vector<std::pair<std::string, std::string>> merges;  // by rank
+};
+
+RunsBpe runs_bpe(uint32_t seed) {
+    RunsBpe b;
+    uint32_t shifted = 256;  // GPT-2's table: bytes that are not printable move past 255
+    for (int c = 0; c < 256; ++c) {
+        const bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174;
+        std::string t;
+        append_utf8(t, printable ? static_cast<uint32_t>(c) : shifted++);
+        b.tokens.push_back(t);
+    }
+    const std::string sp = "\xC4\xA0";  // 'Ġ', the space
+    std::vector<std::pair<std::string, std::string>> merges = {
+        {"a", "a"},    {"aa", "aa"}, {"aaaa", "aaaa"}, {"aa", "a"},  {sp, sp},   {sp + sp, sp + sp},
+        {sp + sp, sp}, {sp, "a"},    {"a", "b"},       {"ab", "ab"}, {"b", "a"}, {"abab", "abab"}};
+    std::vector<std::string> pool = {"a", "b", sp, "aa", "aaaa", sp + sp, "ab", "ba", "abab"};
+    uint32_t x = seed;
+    auto draw = [&](std::size_t n) {
+        x = x * 1664525u + 1013904223u;
+        return static_cast<std::size_t>(x >> 8) % n;
+    };
+    auto known = [&](const std::pair<std::string, std::string>& m) {
+        return std::find(merges.begin(), merges.end(), m) != merges.end();
+    };
+    while (merges.size() < 60) {
+        const std::pair<std::string, std::string> m{pool[draw(pool.size())],
+                                                    pool[draw(pool.size())]};
+        if (m.first.size() + m.second.size() > 16 || known(m)) continue;
+        merges.push_back(m);
+        if (std::find(pool.begin(), pool.end(), m.first + m.second) == pool.end())
+            pool.push_back(m.first + m.second);
+    }
+    for (std::size_t i = merges.size() - 1; i > 0; --i) std::swap(merges[i], merges[draw(i + 1)]);
+    b.merges = merges;
+    for (const auto& [l, r] : merges)
+        if (std::find(b.tokens.begin(), b.tokens.end(), l + r) == b.tokens.end())
+            b.tokens.push_back(l + r);
+    auto quoted = [](const std::string& t) {
+        return "\"" + (t == "\"" ? "\\\"" : t == "\\" ? "\\\\" : t) + "\"";
+    };
+    std::string vocab, merge_list;
+    for (std::size_t id = 0; id < b.tokens.size(); ++id)
+        vocab += (id ? "," : "") + quoted(b.tokens[id]) + ":" + std::to_string(id);
+    for (const auto& [l, r] : merges)
+        merge_list += (merge_list.empty() ? "" : ",") + quoted(l + " " + r);
+    b.json = R"({"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":false},)"
+             R"("decoder":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{)" +
+             vocab + "},\"merges\":[" + merge_list + "]}}";
+    return b;
+}
+
+// The merge loop as Lathe had it before issue 34: rescan every pair, merge the lowest rank
+// (leftmost on ties), again until no pair has a merge. Quadratic, and plainly right.
+std::vector<int64_t> rescanning_bpe(const RunsBpe& b, const std::string& text) {
+    std::map<std::string, int64_t> id;
+    for (std::size_t i = 0; i < b.tokens.size(); ++i) id.emplace(b.tokens[i], i);
+    std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> merges;  // pair -> (rank, id)
+    for (std::size_t r = 0; r < b.merges.size(); ++r) {
+        const auto& [l, rr] = b.merges[r];
+        merges.emplace((static_cast<uint64_t>(id.at(l)) << 32) | static_cast<uint64_t>(id.at(rr)),
+                       std::make_pair(static_cast<int64_t>(r), id.at(l + rr)));
+    }
+    std::vector<int64_t> syms;
+    for (const char c : text) syms.push_back(id.at(c == ' ' ? "\xC4\xA0" : std::string(1, c)));
+    while (syms.size() > 1) {
+        int64_t best_rank = std::numeric_limits<int64_t>::max(), best_id = -1;
+        std::size_t best_pos = 0;
+        for (std::size_t i = 0; i + 1 < syms.size(); ++i) {
+            const auto it = merges.find((static_cast<uint64_t>(syms[i]) << 32) |
+                                        static_cast<uint64_t>(syms[i + 1]));
+            if (it != merges.end() && it->second.first < best_rank) {
+                best_rank = it->second.first;
+                best_id = it->second.second;
+                best_pos = i;
+            }
+        }
+        if (best_id < 0) break;
+        syms[best_pos] = best_id;
+        syms.erase(syms.begin() + static_cast<std::ptrdiff_t>(best_pos) + 1);
+    }
+    return syms;
+}
+
+std::string repeated(const std::string& s, std::size_t n) {
+    std::string out;
+    for (std::size_t i = 0; i < n; ++i) out += s;
+    return out;
+}
+
+}  // namespace
 
 class TestTokenizer : public QObject {
     Q_OBJECT
@@ -72,6 +176,46 @@ private Q_SLOTS:
                 std::string::npos);
         QVERIFY(error_of([&] { t->encode("a\xFF"); }).find("not valid UTF-8 at byte 1") !=
                 std::string::npos);
+    }
+
+    // Issue 34: merging rescanned every pair after each merge, so a long run of one character
+    // took minutes. The ids stay those of the rescanning loop on long runs, repeated pairs and
+    // random text, under merge orders where ranks and positions tie and interleave.
+    void bpeLongRunsMergeAsBefore() {
+        for (const uint32_t seed : {1u, 2u, 3u}) {
+            const RunsBpe b = runs_bpe(seed);
+            const auto t = load_tokenizer(write("runs.json", b.json));
+            std::vector<std::string> texts;
+            for (std::size_t n = 1; n <= 40; ++n) {
+                texts.push_back(std::string(n, 'a'));
+                texts.push_back(std::string(n, ' '));
+                texts.push_back(repeated("ab", n));
+            }
+            uint32_t x = seed;
+            for (int k = 0; k < 40; ++k) {
+                std::string text;
+                while (text.size() < 2000) {
+                    x = x * 1664525u + 1013904223u;
+                    text += std::string(1 + (x >> 8) % (k % 2 ? 200 : 5), "ab "[(x >> 20) % 3]);
+                }
+                texts.push_back(text);
+            }
+            if (seed == 1) {
+                texts.push_back(std::string(20000, 'a'));
+                texts.push_back(std::string(20000, ' '));
+                texts.push_back(repeated("ab", 10000));
+                texts.push_back(repeated("aab", 7000));
+            }
+            for (const auto& text : texts) {
+                const auto ids = t->encode(text);
+                QVERIFY2(ids == rescanning_bpe(b, text),
+                         qPrintable(QString("seed %1, %2 bytes: %3...")
+                                        .arg(seed)
+                                        .arg(text.size())
+                                        .arg(QString::fromStdString(text.substr(0, 40)))));
+                QCOMPARE(t->decode(ids), text);
+            }
+        }
     }
 
     // A SentencePiece model Lathe trains (libsentencepiece) on generated text: lossless round
