@@ -135,7 +135,6 @@ public:
     const Group& checkpoint_group() const { return checkpoint_; }
     /// Gloo group for CPU tensors on the training thread.
     const Group& cpu_group() const { return cpu_; }
-    bool is_torn_down() const { return torn_down_; }
     /// Releases the groups. `graceful` (every rank finished in step) first shuts down an NCCL
     /// group cleanly, as destroy_process_group() does; otherwise it is only released.
     void teardown(bool graceful = false);

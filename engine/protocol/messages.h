@@ -6,7 +6,7 @@
 // as a DecodeError with the reason, so both sides can log it and carry on.
 #pragma once
 
-#include "engine/config/io.h"
+#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +19,8 @@
 
 namespace lathe::protocol {
 
-using Json = lathe::config::Json;
+/// The JSON of the messages: ordered as lathe::config::Json (the same type), without the config.
+using Json = nlohmann::ordered_json;
 
 /// Version of the wire format; a line with another "v" is rejected.
 inline constexpr int kVersion = 1;

@@ -49,7 +49,6 @@ public:
     void finish_backward() override;
     std::string describe() const override;
     /// Number of buckets (for tests and logs).
-    std::size_t num_buckets() const { return buckets_.size(); }
 
 private:
     struct Bucket {

@@ -285,13 +285,13 @@ void TransformerTrainModule::optim_step() {
     }
     total = total.sqrt();
     const double norm = total.item<double>();
-    last_grads_finite_ = std::isfinite(norm);
+    const bool finite = std::isfinite(norm);
     // OLMo-core records the norm only when it clips (torch's clip_grads_with_norm_: the factor is
     // a float32 tensor, clamped to 1, and always applied).
     if (cfg_.max_grad_norm) {
         trainer_->record_metric("optim/total grad norm", total, std::nullopt);
         optim_->set_latest_grad_norm(total);
-        if (last_grads_finite_) {
+        if (finite) {
             auto coef = (*cfg_.max_grad_norm / (total + 1e-6)).clamp_max(1.0);
             for (auto& g : grads) g.mul_(coef);
         }
@@ -307,7 +307,7 @@ void TransformerTrainModule::optim_step() {
         groups[g].lr = lr;
         trainer_->record_metric("optim/LR (group " + std::to_string(g) + ")", lr, std::nullopt);
     }
-    if (!last_grads_finite_) {
+    if (!finite) {
         switch (non_finite_action_) {
             case config::StabilityAction::stop:
                 throw Error("non-finite gradient norm (" +
@@ -326,8 +326,7 @@ void TransformerTrainModule::optim_step() {
                 break;
         }
     }
-    if (skip_next_ || !last_grads_finite_) {
-        skip_next_ = false;
+    if (!finite) {
         trainer_->record_metric("optim/step skipped", 1.0, std::nullopt);
         return;
     }

@@ -43,10 +43,6 @@ public:
     Optimizer& optimizer() { return *optim_; }
     DataParallel& data_parallel() { return *dp_; }
     const config::TrainModuleConfig& config() const { return cfg_; }
-    /// Whether the gradients of the last train_batch were all finite (set in optim_step).
-    bool last_grads_finite() const { return last_grads_finite_; }
-    /// Tells optim_step to skip the update (stability monitor).
-    void skip_next_optim_step() { skip_next_ = true; }
     /// What optim_step does when the gradient norm is NaN or infinite (stability_monitor sets it).
     void set_non_finite_action(config::StabilityAction a) { non_finite_action_ = a; }
 
@@ -79,8 +75,6 @@ private:
     std::unique_ptr<Optimizer> optim_;
     std::unique_ptr<DataParallel> dp_;
     FullyShardedDataParallel* fsdp_ = nullptr;  // dp_ when sharded
-    bool last_grads_finite_ = true;
-    bool skip_next_ = false;
     config::StabilityAction non_finite_action_ = config::StabilityAction::skip;
     int64_t inject_nan_step_ = -1;
     int64_t inject_nan_loss_step_ = -1;  // LATHE_INJECT_NAN_LOSS=STEP

@@ -8,6 +8,7 @@
 // Malformed, unknown and out-of-order messages are logged (rank kGuiRank) and dropped.
 #pragma once
 
+#include "engine/config/io.h"
 #include "engine/protocol/line_buffer.h"
 #include "engine/protocol/messages.h"
 #include "ui/control/protocol_types.h"

@@ -1,5 +1,6 @@
 // lathe_protocol: message round trips, decode errors, framing, fuzzing, and the engine-side
 // ControlClient against a real listening socket (a QLocalServer standing in for the GUI).
+#include "engine/config/io.h"
 #include "engine/protocol/control_client.h"
 #include "engine/protocol/line_buffer.h"
 #include "engine/protocol/messages.h"
