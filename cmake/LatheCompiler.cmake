@@ -10,6 +10,6 @@ endif()
 
 # Applied per target (no global flags): lathe_set_warnings(target)
 function(lathe_set_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow)
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wshadow>")
   target_compile_definitions(${target} PRIVATE QT_NO_KEYWORDS)
 endfunction()

@@ -79,6 +79,26 @@ struct StepSkipRange {
 };
 
 /// OLMo2-style decoder-only transformer.
+/// Fused operations of the model on a GPU (issue 30's fusions), each beside its reference path:
+/// off runs the reference ops everywhere; on uses the fused kernel where ATen (or Lathe) has one
+/// for the device, and the reference ops elsewhere.
+struct FusedOpsConfig {
+    bool rms_norm = true;
+    bool rope = true;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("rms_norm", rms_norm,
+                {"RMSNorm forward and backward as one kernel each (ATen's _fused_rms_norm) on "
+                 "CUDA; the CPU has no such kernel and runs the reference ops.",
+                 {}});
+        v.field("rope", rope,
+                {"Rotary embedding of q and k as one kernel each way (Lathe's CUDA kernel, the "
+                 "reference's fp32 arithmetic, bitwise equal) on CUDA.",
+                 {}});
+    }
+};
+
 struct ModelConfig {
     int64_t d_model = 64;
     int64_t n_layers = 2;
@@ -94,6 +114,7 @@ struct ModelConfig {
     double init_std = 0.02;
     int64_t init_seed = 0;
     DType dtype = DType::float32;
+    FusedOpsConfig fused;
 
     /// SwiGLU hidden size by OLMo-core's rule: int(8·d/3), times the multiplier, rounded up.
     int64_t hidden_size() const;
@@ -129,6 +150,7 @@ struct ModelConfig {
         v.field("init_seed", init_seed,
                 {"Seed of the weight initialisation.", Bounds::at_least(0)});
         v.field("dtype", dtype, {"Data type of the parameters.", {}});
+        v.field("fused", fused, {"Fused kernels on a GPU (the reference ops when off).", {}});
     }
 };
 
@@ -248,6 +270,7 @@ struct OptimConfig {
     std::vector<OptimGroupOverride> group_overrides;
     bool decay_embeddings = true;
     bool decay_norms = true;
+    bool fused = true;
 
     /// beta2 and weight_decay with OLMo-core's per-optimizer defaults filled in.
     double resolved_beta2() const {
@@ -297,6 +320,11 @@ struct OptimConfig {
         v.field("decay_norms", decay_norms,
                 {"Apply weight decay to the norm weights (false: a group override \"*norm*\" "
                  "with weight_decay 0).",
+                 {}});
+        v.field("fused", fused,
+                {"adamw on CUDA: every parameter of a group in one multi-tensor kernel (torch's "
+                 "fused AdamW, OLMo-core's AdamWConfig.fused); false, or on the CPU: one tensor "
+                 "at a time (the reference).",
                  {}});
     }
 };

@@ -2,6 +2,7 @@
 
 #include "engine/model/activation_checkpoint.h"
 #include "engine/model/cross_entropy.h"
+#include "engine/model/fused_rope.h"
 #include "engine/util/glob.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -17,7 +18,16 @@ RMSNormImpl::RMSNormImpl(int64_t size, double eps_) : eps(eps_) {
     weight = register_parameter("weight", torch::ones({size}));
 }
 
+torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+    // Autocast would run it in fp32 (upcasting x); the kernel does its arithmetic in fp32 anyway.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const auto w = weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
+    return std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, w, eps));
+}
+
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+    // Tensor parallelism reduces the mean of squares over the group: no fused kernel does that.
+    if (fused && !tp && x.is_cuda()) return fused_rms_norm(x, weight, eps);
     auto xf = x.to(torch::kFloat32);
     auto mean_sq =
         tp ? sum_over_tp(xf.pow(2).sum(-1, /*keepdim=*/true), *tp) / static_cast<double>(full_size)
@@ -57,6 +67,8 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tens
                                                                const torch::Tensor& k) {
     const int64_t T = q.size(1);
     auto [cos, sin] = tables(T, q.device());
+    if (fused && q.is_cuda() && fused_rope_available(q.device()))
+        return {fused_rope(q, cos, sin), fused_rope(k, cos, sin)};
     cos = cos.view({1, T, 1, head_dim_});
     sin = sin.view({1, T, 1, head_dim_});
     auto qf = q.to(torch::kFloat32), kf = k.to(torch::kFloat32);
@@ -171,6 +183,7 @@ void TransformerImpl::set_activation_checkpointing(
 
 TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
     rope = std::make_shared<RotaryEmbedding>(c.resolved_head_dim(), c.rope_theta);
+    rope->fused = c.fused.rope;
     embeddings = register_module("embeddings", torch::nn::Embedding(c.vocab_size, c.d_model));
     blocks = register_module("blocks", torch::nn::ModuleList());
     for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Block(c, rope));
@@ -180,6 +193,8 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
         torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
     init_weights();
     if (c.dtype == config::DType::bfloat16) to(torch::kBFloat16);
+    for (const auto& m : modules(/*include_self=*/false))
+        if (auto* norm = m->as<RMSNormImpl>()) norm->fused = c.fused.rms_norm;
     for (const auto& p : parameters()) num_params_ += p.numel();
     for (const auto& m : *blocks) {
         auto b = m->as<Block>();

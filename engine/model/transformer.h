@@ -18,12 +18,20 @@ struct RMSNormImpl : torch::nn::Module {
     torch::Tensor forward(const torch::Tensor& x);
     torch::Tensor weight;
     double eps;
+    /// model.fused.rms_norm: one kernel each way where the device has one (fused_rms_norm).
+    bool fused = false;
     /// Tensor parallelism: x and weight are this rank's slice of `full_size` features; the mean
     /// of squares is taken over all of them (summed over the group).
     const dist::Group* tp = nullptr;
     int64_t full_size = 0;
 };
 TORCH_MODULE(RMSNorm);
+
+/// RMSNorm through ATen's _fused_rms_norm (one kernel forward, one backward on CUDA; on the CPU ATen
+/// decomposes it into the reference ops). The arithmetic is fp32 inside and the result has x's
+/// dtype, as the reference's; under autocast the weight is cast to x's dtype, because the kernel
+/// takes one dtype, which rounds it to bf16 as OLMo-core's bf16 parameters are.
+torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 /// Rotary position embedding (NeoX style: rotate halves), tables in fp32.
 class RotaryEmbedding {
@@ -33,6 +41,8 @@ public:
     std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k);
     /// cos and sin tables of shape (T, D), fp32.
     std::pair<torch::Tensor, torch::Tensor> tables(int64_t seq_len, const torch::Device& device);
+    /// model.fused.rope: apply() through fused_rope on CUDA (when its kernel is compiled in).
+    bool fused = false;
 
 private:
     int64_t head_dim_;

@@ -14,6 +14,7 @@ Optimizer::Optimizer(const config::OptimConfig& cfg, std::vector<ParamGroup> gro
       skip_(cfg.skips_steps()),
       rolling_(cfg.rolling_interval_length),
       sigma_(static_cast<double>(cfg.sigma_factor)),
+      fused_(cfg.fused && cfg.name == OptimizerName::adamw),
       groups_(std::move(groups)) {
     element_names_ = adam_ ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
                            : std::vector<std::string>{"exp_avg"};
@@ -70,6 +71,10 @@ void Optimizer::step() {
         factor = torch::tensor(1.0f);  // plain Lion: OLMo-core's per-parameter step_factor of 1
     }
     for (auto& g : groups_) {
+        if (fused_ && !g.params.empty() && g.params.front().is_cuda()) {
+            fused_adamw(g);
+            continue;
+        }
         for (auto& p : g.params) {
             if (!p.grad().defined()) continue;
             auto& s = state_[p.unsafeGetTensorImpl()];
@@ -107,6 +112,44 @@ void Optimizer::adamw(ParamGroup& g, torch::Tensor& p, State& s) {
     const double bias_correction2_sqrt = std::pow(bias_correction2, 0.5);
     auto denom = (s.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(g.eps);
     p.addcdiv_(s.exp_avg, denom, -step_size);
+}
+
+// torch.optim.AdamW(fused=True): the same update as adamw() for every parameter of the group in
+// one kernel; its bias corrections are computed in fp32 on the device from a step tensor per
+// parameter (torch's state_steps), which s.step holds, kept equal to s.steps.
+void Optimizer::fused_adamw(ParamGroup& g) {
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    for (auto& p : g.params) {
+        if (!p.grad().defined()) continue;
+        auto& s = state_[p.unsafeGetTensorImpl()];
+        if (!s.exp_avg.defined()) {
+            s.exp_avg = torch::zeros_like(p);
+            s.exp_avg_sq = torch::zeros_like(p);
+        }
+        if (!s.step.defined())
+            s.step = torch::full({}, static_cast<float>(s.steps),
+                                 torch::TensorOptions().dtype(torch::kFloat32).device(p.device()));
+        s.steps += 1;
+        params.push_back(p);
+        grads.push_back(p.grad());
+        exp_avgs.push_back(s.exp_avg);
+        exp_avg_sqs.push_back(s.exp_avg_sq);
+        steps.push_back(s.step);
+    }
+    if (params.empty()) return;
+    fused_adamw_step(params, grads, exp_avgs, exp_avg_sqs, steps, g);
+}
+
+void fused_adamw_step(const std::vector<torch::Tensor>& params,
+                      const std::vector<torch::Tensor>& grads,
+                      const std::vector<torch::Tensor>& exp_avgs,
+                      const std::vector<torch::Tensor>& exp_avg_sqs,
+                      const std::vector<torch::Tensor>& steps, const ParamGroup& g) {
+    torch::NoGradGuard no_grad;
+    torch::_foreach_add_(steps, 1);
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, g.lr,
+                      g.beta1, g.beta2, g.weight_decay, g.eps, /*amsgrad=*/false,
+                      /*maximize=*/false, /*grad_scale=*/std::nullopt, /*found_inf=*/std::nullopt);
 }
 
 // OLMo-core's foreach_adamw_step (SkipStepAdamW's default), one tensor at a time.

@@ -65,6 +65,9 @@ private:
     };
     torch::Tensor step_factor();
     void adamw(ParamGroup& g, torch::Tensor& p, State& s);
+    /// optim.fused on CUDA: the group's AdamW update as torch's fused multi-tensor kernel.
+    void fused_adamw(ParamGroup& g);
+    bool fused_ = false;
     void skip_step_adamw(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
     void lion(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
 
@@ -79,5 +82,14 @@ private:
     torch::Tensor skipped_;
     std::vector<std::string> element_names_;
 };
+
+/// One step of torch's fused AdamW (ATen's _fused_adamw_: a CUDA and a CPU kernel) over tensors of
+/// one device with the options of group `g`; `steps` are per-parameter fp32 step counts, advanced
+/// by one first as torch.optim.AdamW does. The same update as Optimizer's reference adamw().
+void fused_adamw_step(const std::vector<torch::Tensor>& params,
+                      const std::vector<torch::Tensor>& grads,
+                      const std::vector<torch::Tensor>& exp_avgs,
+                      const std::vector<torch::Tensor>& exp_avg_sqs,
+                      const std::vector<torch::Tensor>& steps, const ParamGroup& g);
 
 }  // namespace lathe::train

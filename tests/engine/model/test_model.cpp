@@ -4,8 +4,10 @@
 #include "engine/config/io.h"
 #include "engine/config/memory_estimate.h"
 #include "engine/model/cross_entropy.h"
+#include "engine/model/fused_rope.h"
 #include "engine/model/generate.h"
 #include "engine/model/transformer.h"
+#include "engine/train/optimizer.h"
 #include "engine/train/scheduler.h"
 #include "engine/util/autocast.h"
 #include "engine/util/error.h"
@@ -132,6 +134,133 @@ private Q_SLOTS:
         double r = 1.0 / std::sqrt(7.5 + 1e-6);
         auto expected = torch::tensor({{1.0 * r, 4.0 * r, 3.0 * r, 2.0 * r}}, torch::kFloat32);
         QVERIFY(torch::allclose(n(x), expected, 1e-6, 1e-6));
+    }
+
+    // model.fused.rms_norm's path (ATen's _fused_rms_norm; on the CPU ATen decomposes it, so this
+    // checks Lathe's use of it: dtypes, the weight, autograd) against the reference RMSNorm.
+    void fusedRmsNormMatchesReference_data() {
+        QTest::addColumn<bool>("bf16");
+        QTest::newRow("fp32") << false;
+        QTest::newRow("bf16 input, fp32 weight (autocast)") << true;
+    }
+    void fusedRmsNormMatchesReference() {
+        QFETCH(bool, bf16);
+        torch::manual_seed(7);
+        model::RMSNorm ref(96, 1e-6);
+        {
+            torch::NoGradGuard g;
+            ref->weight.uniform_(0.5, 1.5);
+        }
+        auto x0 = torch::randn({3, 5, 96}) * 3;
+        if (bf16) x0 = x0.to(torch::kBFloat16);
+        auto up = torch::randn({3, 5, 96}).to(x0.scalar_type());
+        auto x1 = x0.clone().requires_grad_(true), x2 = x0.clone().requires_grad_(true);
+        auto w2 = ref->weight.detach().clone().requires_grad_(true);
+        auto y1 = ref(x1);
+        auto y2 = model::fused_rms_norm(x2, w2, 1e-6);
+        QCOMPARE(y2.scalar_type(), y1.scalar_type());
+        (y1.to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+        (y2.to(torch::kFloat32) * up.to(torch::kFloat32)).sum().backward();
+        // fp32: the same arithmetic up to order; bf16: the weight is rounded to bf16 first.
+        const double tol = bf16 ? 2e-2 : 1e-6;
+        auto close = [tol](const torch::Tensor& a, const torch::Tensor& b) {
+            auto af = a.to(torch::kFloat32), bf = b.to(torch::kFloat32);
+            return ((af - bf).abs().max().item<double>() <=
+                    tol * (1 + bf.abs().max().item<double>()));
+        };
+        QVERIFY(close(y2, y1));
+        QVERIFY(close(x2.grad(), x1.grad()));
+        QVERIFY(close(w2.grad(), ref->weight.grad()));
+        // The switch routes only CUDA tensors to the kernel: on the CPU the module is the reference.
+        model::RMSNorm fused(96, 1e-6);
+        fused->fused = true;
+        {
+            torch::NoGradGuard g;
+            fused->weight.copy_(ref->weight);
+        }
+        QVERIFY(torch::equal(fused(x0), ref(x0)));
+    }
+
+    // model.fused.rope: the CPU path of fused_rope (the CUDA kernel's reference: the same
+    // rope_math.h) equals RotaryEmbedding's reference ops bitwise, forward and backward.
+    void fusedRopeMatchesReferenceBitwise_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::newRow("fp32") << static_cast<int>(torch::kFloat32);
+        QTest::newRow("bf16") << static_cast<int>(torch::kBFloat16);
+        QTest::newRow("fp16") << static_cast<int>(torch::kHalf);
+    }
+    void fusedRopeMatchesReferenceBitwise() {
+        QFETCH(int, dtype);
+        const auto type = static_cast<torch::ScalarType>(dtype);
+        torch::manual_seed(11);
+        model::RotaryEmbedding rope(16, 10000.0);
+        auto q0 = (torch::randn({2, 37, 3, 16}) * 4).to(type);
+        auto k0 = (torch::randn({2, 37, 1, 16}) * 4).to(type);
+        auto up_q = torch::randn({2, 37, 3, 16}).to(type),
+             up_k = torch::randn({2, 37, 1, 16}).to(type);
+        auto q1 = q0.clone().requires_grad_(true), k1 = k0.clone().requires_grad_(true);
+        auto q2 = q0.clone().requires_grad_(true), k2 = k0.clone().requires_grad_(true);
+        auto [rq, rk] = rope.apply(q1, k1);
+        auto [cos, sin] = rope.tables(37, torch::kCPU);
+        auto fq = model::fused_rope(q2, cos, sin), fk = model::fused_rope(k2, cos, sin);
+        QCOMPARE(fq.scalar_type(), type);
+        QVERIFY(torch::equal(fq, rq));
+        QVERIFY(torch::equal(fk, rk));
+        ((rq * up_q).sum() + (rk * up_k).sum()).backward();
+        ((fq * up_q).sum() + (fk * up_k).sum()).backward();
+        QVERIFY(torch::equal(q2.grad(), q1.grad()));
+        QVERIFY(torch::equal(k2.grad(), k1.grad()));
+        QVERIFY(!torch::equal(fq, q0));  // it rotated
+        // Positions past the first: a longer table serves a shorter sequence.
+        auto [cos64, sin64] = rope.tables(64, torch::kCPU);
+        QVERIFY(torch::equal(model::fused_rope(q0, cos64, sin64), rq.detach()));
+        // The switch sends only CUDA tensors to fused_rope: on the CPU apply() is the reference.
+        rope.fused = true;
+        QVERIFY(torch::equal(rope.apply(q0, k0).first, rq.detach()));
+        QVERIFY(model::fused_rope_available(torch::kCPU));
+    }
+
+    // optim.fused's step (ATen's _fused_adamw_, run here by its CPU kernel) against the reference
+    // AdamW, five steps with weight decay and bias correction, to 1e-6.
+    void fusedAdamwMatchesReference() {
+        torch::manual_seed(3);
+        config::OptimConfig oc;
+        oc.name = config::OptimizerName::adamw;
+        oc.fused = false;
+        train::ParamGroup g;
+        g.lr = 1e-2;
+        g.beta1 = 0.85;
+        g.beta2 = 0.99;
+        g.eps = 1e-7;
+        g.weight_decay = 0.1;
+        auto a = torch::randn({7, 9}), b = torch::randn({13});
+        g.params = {a.clone(), b.clone()};
+        train::Optimizer reference(oc, {g});
+        std::vector<torch::Tensor> params = {a.clone(), b.clone()};
+        std::vector<torch::Tensor> avgs, avg_sqs, steps;
+        for (const auto& p : params) {
+            avgs.push_back(torch::zeros_like(p));
+            avg_sqs.push_back(torch::zeros_like(p));
+            steps.push_back(torch::zeros({}, torch::kFloat32));
+        }
+        for (int step = 0; step < 5; ++step) {
+            std::vector<torch::Tensor> grads;
+            for (std::size_t i = 0; i < params.size(); ++i) {
+                auto grad = torch::randn_like(params[i]);
+                reference.groups()[0].params[i].mutable_grad() = grad.clone();
+                grads.push_back(grad);
+            }
+            reference.step();
+            train::fused_adamw_step(params, grads, avgs, avg_sqs, steps, g);
+        }
+        for (std::size_t i = 0; i < params.size(); ++i) {
+            const auto& r = reference.groups()[0].params[i];
+            QVERIFY(!torch::equal(r, i == 0 ? a : b));  // it moved
+            QVERIFY2(torch::allclose(params[i], r, 1e-6, 1e-7),
+                     qPrintable(QString::number((params[i] - r).abs().max().item<double>())));
+            QVERIFY(torch::allclose(avg_sqs[i], reference.state(r).at("exp_avg_sq"), 1e-6, 1e-9));
+        }
+        QCOMPARE(steps[0].item<double>(), 5.0);
     }
 
     void rope() {
