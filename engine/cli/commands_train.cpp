@@ -15,31 +15,9 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
-
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <sys/resource.h>
 #include <optional>
 
 namespace lathe::cli {
-
-namespace {
-
-/// The process's peak resident set (getrusage's ru_maxrss), in bytes.
-uint64_t peak_rss_bytes() {
-    struct rusage u {};
-    ::getrusage(RUSAGE_SELF, &u);
-    return static_cast<uint64_t>(u.ru_maxrss) * 1024;
-}
-
-/// The CUDA caching allocator's peak of allocated bytes on `device`.
-uint64_t cuda_peak_bytes(int device) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-    return static_cast<uint64_t>(
-        stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-            .peak);
-}
-
-}  // namespace
 
 bool load_config(const ParsedArgs& p, const char* cmd, config::ExperimentConfig& out) {
     if (!p.errors.empty()) {
@@ -78,6 +56,70 @@ int cmd_train(const Args& args) {
     if (cfg.launch.nproc > 1 && !is_worker)
         return launch_from_train(cfg, args, "train", resolve_save_folder(cfg, opts.runs_dir));
     return run_worker(cfg, opts);
+}
+
+// bench's JSON line: throughput and MFU, and what --memory, --checkpoint-every and --callbacks
+// measured.
+struct BenchRun {
+    int64_t steps = 0, tokens_per_step = 0, world = 1;
+    double flops_per_token = 0, peak = 0;
+    bool with_callbacks = false;
+};
+
+nlohmann::json bench_report(const config::ExperimentConfig& cfg, const BenchRun& run,
+                            const train::BenchResults& r) {
+    const double secs = std::chrono::duration<double>(r.t1 - r.t0).count();
+    double tps = static_cast<double>(run.steps * run.tokens_per_step) / secs;  // all ranks together
+    double achieved = tps / static_cast<double>(run.world) * run.flops_per_token;  // per device
+    nlohmann::json out = {
+        {"config", cfg.run_name},
+        {"steps", run.steps},
+        {"world_size", run.world},
+        {"step_time_s", secs / static_cast<double>(run.steps)},
+        {"tokens_per_s", tps},
+        {"flops_per_token", run.flops_per_token},
+        {"achieved_gflops", achieved / 1e9},
+        {"peak_gflops", run.peak / 1e9},
+        // A fraction; above 1 the peak was measured low.
+        {"mfu", std::min(1.0, achieved / run.peak)},
+        {"threads", torch::get_num_threads()},
+        {"dtype", train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32"},
+        {"callbacks", run.with_callbacks}};
+    if (!r.peaks.empty()) {
+        // The peak of each rank, in GiB: the process's RSS (ru_maxrss, everything: LibTorch,
+        // model, gradients, optimizer state, activations), and on a GPU the allocator's peak.
+        nlohmann::json ranks = nlohmann::json::array();
+        for (const auto& [rss, cuda] : r.peaks) {
+            nlohmann::json rank = {{"peak_rss_gib", rss / (1 << 30)}};
+            if (cuda > 0) rank["peak_cuda_gib"] = cuda / (1 << 30);
+            ranks.push_back(rank);
+        }
+        out["memory"] = {{"ac_mode", config::enum_to_string(cfg.train_module.ac_config.mode)},
+                         {"dp", run.world > cfg.train_module.tp_config.degree
+                                    ? config::enum_to_string(cfg.train_module.dp_config.name)
+                                    : "none"},
+                         {"tp", cfg.train_module.tp_config.degree},
+                         {"ranks", ranks}};
+    }
+    if (r.saves > 0) {
+        out["checkpoint_mode"] = timer_async_name(cfg);
+        out["checkpoints"] = r.saves;
+        out["checkpoint_blocking_s"] = r.blocked_s / static_cast<double>(r.saves);
+    }
+    const auto& sink_stats = r.sink_stats;
+    if (sink_stats && sink_stats->records > 0) {
+        // CPU the metric files cost, off the training thread: the writer thread plus handing each
+        // record over. Over the step's CPU budget (step time x threads), it bounds the slowdown
+        // when every core is busy training; with a spare core it costs the step nothing.
+        const double per_step = (sink_stats->writer_cpu_s + sink_stats->submit_cpu_s) /
+                                static_cast<double>(sink_stats->records);
+        out["metric_files"] = {
+            {"records", sink_stats->records},
+            {"cpu_ms_per_step", 1e3 * per_step},
+            {"cpu_share", per_step / (secs / static_cast<double>(run.steps) *
+                                      static_cast<double>(torch::get_num_threads()))}};
+    }
+    return out;
 }
 
 int cmd_bench(const Args& args) {
@@ -139,79 +181,20 @@ int cmd_bench(const Args& args) {
         cfg.trainer.save_folder = "/nonexistent-bench";
     }
 
-    // The trainer (and so these callbacks) is gone when run_worker returns: results live out here.
-    std::chrono::steady_clock::time_point t0, t1;
-    double blocked_s = 0;
-    int64_t saves = 0;
-    std::optional<train::MetricSaverStats> sink_stats;
-    struct BenchTimer : train::Callback {
-        // Last of all, so that metric_saver's close() (which finalises its stats) has run.
-        int priority() const override { return std::numeric_limits<int>::min(); }
-        int64_t warmup = 0, ckpt_every = 0;
-        bool async = true;
-        std::chrono::steady_clock::time_point *t0 = nullptr, *t1 = nullptr;
-        double* blocked = nullptr;
-        int64_t* saves = nullptr;
-        std::vector<std::string>* saved = nullptr;
-        void post_train_batch() override {
-            if (ckpt_every <= 0 || step() <= warmup || (step() - warmup) % ckpt_every != 0) return;
-            auto a = std::chrono::steady_clock::now();
-            saved->push_back(trainer().save_checkpoint(false, async));
-            *blocked += std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-            ++*saves;
-        }
-        void post_step() override {
-            if (step() == warmup) *t0 = std::chrono::steady_clock::now();
-            *t1 = std::chrono::steady_clock::now();
-        }
-        void post_train() override {
-            trainer().checkpointer().wait();
-            if (!memory) return;
-            // Every rank's peak, gathered to all (rank 0 prints them): RSS on the host, and the
-            // caching allocator's peak on a GPU.
-            auto& group = trainer().env().cpu_group();
-            const bool cuda = trainer().env().device().is_cuda();
-            auto mine = torch::tensor(
-                {static_cast<double>(peak_rss_bytes()),
-                 cuda ? static_cast<double>(cuda_peak_bytes(trainer().env().device().index()))
-                      : 0.0},
-                torch::kFloat64);
-            std::vector<torch::Tensor> all(static_cast<std::size_t>(group.size()));
-            for (auto& t : all) t = torch::zeros_like(mine);
-            group.all_gather(all, mine);
-            for (const auto& t : all) {
-                peaks->push_back({t[0].item<double>(), t[1].item<double>()});
-            }
-        }
-        bool memory = false;
-        std::vector<std::pair<double, double>>* peaks = nullptr;
-        void close() override {
-            if (auto* saver = trainer().callback("metric_saver"))
-                *sink_stats = train::metric_saver_stats(saver);
-        }
-        std::optional<train::MetricSaverStats>* sink_stats = nullptr;
-    };
-    auto timer = std::make_unique<BenchTimer>();
-    timer->warmup = warmup;
-    timer->ckpt_every = ckpt_every;
-    timer->async = cfg.trainer.callbacks.checkpointer.save_async.value_or(true);
-    timer->t0 = &t0;
-    timer->t1 = &t1;
-    timer->blocked = &blocked_s;
-    timer->saves = &saves;
-    std::vector<std::string> saved;
-    timer->saved = &saved;
-    timer->sink_stats = &sink_stats;
-    std::vector<std::pair<double, double>> peaks;  // per rank: RSS bytes, CUDA bytes
-    timer->memory = p.has("--memory");
-    timer->peaks = &peaks;
+    // The trainer (and so its callbacks) is gone when run_worker returns: results live out here.
+    auto results = std::make_shared<train::BenchResults>();
+    train::BenchTimerOptions timer;
+    timer.warmup = warmup;
+    timer.checkpoint_every = ckpt_every;
+    timer.async = cfg.trainer.callbacks.checkpointer.save_async.value_or(true);
+    timer.memory = p.has("--memory");
 
     double flops_per_token = 0, peak = 0;
     int64_t tokens_per_step = 0, world = 1;
     RunOptions opts;
     opts.bench = !with_callbacks;
     opts.customize = [&](train::Trainer& t) {
-        t.add_callback("bench_timer", std::move(timer));
+        t.add_callback("bench_timer", train::make_bench_timer(timer, results));
         flops_per_token =
             static_cast<double>(t.train_module().num_flops_per_token(cfg.dataset.sequence_length));
         peak = train::measure_mfu_peak(t.env().device(), train::compute_dtype(cfg));
@@ -224,7 +207,7 @@ int cmd_bench(const Args& args) {
     const bool rank0 = !std::getenv("RANK") || std::string(std::getenv("RANK")) == "0";
     if (!scratch.empty() && rank0) std::filesystem::remove_all(scratch);
     if (!remote_folder.empty() && rank0) {
-        for (const auto& dir : saved) {
+        for (const auto& dir : results->saved) {
             try {
                 checkpoint::storage_for(dir)->remove_all(dir);
             } catch (const std::exception& e) {
@@ -235,56 +218,14 @@ int cmd_bench(const Args& args) {
     }
     if (rc != kExitOk) return rc;
     if (std::getenv("RANK") && std::string(std::getenv("RANK")) != "0") return kExitOk;
-    double secs = std::chrono::duration<double>(t1 - t0).count();
-    double tps = static_cast<double>(steps * tokens_per_step) / secs;      // all ranks together
-    double achieved = tps / static_cast<double>(world) * flops_per_token;  // per device
-    nlohmann::json out = {
-        {"config", cfg.run_name},
-        {"steps", steps},
-        {"world_size", world},
-        {"step_time_s", secs / static_cast<double>(steps)},
-        {"tokens_per_s", tps},
-        {"flops_per_token", flops_per_token},
-        {"achieved_gflops", achieved / 1e9},
-        {"peak_gflops", peak / 1e9},
-        {"mfu", std::min(1.0, achieved / peak)},  // a fraction; above 1 the peak was measured low
-        {"threads", torch::get_num_threads()},
-        {"dtype", train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32"},
-        {"callbacks", with_callbacks}};
-    if (!peaks.empty()) {
-        // The peak of each rank, in GiB: the process's RSS (ru_maxrss, everything: LibTorch,
-        // model, gradients, optimizer state, activations), and on a GPU the allocator's peak.
-        nlohmann::json ranks = nlohmann::json::array();
-        for (const auto& [rss, cuda] : peaks) {
-            nlohmann::json r = {{"peak_rss_gib", rss / (1 << 30)}};
-            if (cuda > 0) r["peak_cuda_gib"] = cuda / (1 << 30);
-            ranks.push_back(r);
-        }
-        out["memory"] = {{"ac_mode", config::enum_to_string(cfg.train_module.ac_config.mode)},
-                         {"dp", world > cfg.train_module.tp_config.degree
-                                    ? config::enum_to_string(cfg.train_module.dp_config.name)
-                                    : "none"},
-                         {"tp", cfg.train_module.tp_config.degree},
-                         {"ranks", ranks}};
-    }
-    if (saves > 0) {
-        out["checkpoint_mode"] = timer_async_name(cfg);
-        out["checkpoints"] = saves;
-        out["checkpoint_blocking_s"] = blocked_s / static_cast<double>(saves);
-    }
-    if (sink_stats && sink_stats->records > 0) {
-        // CPU the metric files cost, off the training thread: the writer thread plus handing each
-        // record over. Over the step's CPU budget (step time x threads), it bounds the slowdown
-        // when every core is busy training; with a spare core it costs the step nothing.
-        const double per_step = (sink_stats->writer_cpu_s + sink_stats->submit_cpu_s) /
-                                static_cast<double>(sink_stats->records);
-        out["metric_files"] = {
-            {"records", sink_stats->records},
-            {"cpu_ms_per_step", 1e3 * per_step},
-            {"cpu_share", per_step / (secs / static_cast<double>(steps) *
-                                      static_cast<double>(torch::get_num_threads()))}};
-    }
-    std::cout << out.dump() << std::endl;
+    BenchRun run;
+    run.steps = steps;
+    run.tokens_per_step = tokens_per_step;
+    run.world = world;
+    run.flops_per_token = flops_per_token;
+    run.peak = peak;
+    run.with_callbacks = with_callbacks;
+    std::cout << bench_report(cfg, run, *results).dump() << std::endl;
     return kExitOk;
 }
 

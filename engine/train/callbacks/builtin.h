@@ -5,9 +5,13 @@
 #include "engine/config/config.h"
 #include "engine/train/callback.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace lathe::train {
 
@@ -38,6 +42,23 @@ struct MetricSaverStats {
 };
 /// The stats of a metric_saver callback; nullopt when `cb` is not one.
 std::optional<MetricSaverStats> metric_saver_stats(const Callback* cb);
+/// What `lathe-engine bench` measured (bench_timer), filled in while the trainer runs.
+struct BenchResults {
+    std::chrono::steady_clock::time_point t0, t1;  ///< the end of the warm-up, the last step
+    double blocked_s = 0;                          ///< training blocked by the checkpoint saves
+    int64_t saves = 0;
+    std::vector<std::string> saved;                ///< the checkpoint folders it saved
+    std::vector<std::pair<double, double>> peaks;  ///< per rank: peak RSS, peak CUDA bytes
+    std::optional<MetricSaverStats> sink_stats;    ///< the metric files' cost, if written
+};
+struct BenchTimerOptions {
+    int64_t warmup = 0;            ///< steps before the timed ones
+    int64_t checkpoint_every = 0;  ///< > 0: save a checkpoint every N timed steps
+    bool async = true;             ///< those saves asynchronous
+    bool memory = false;           ///< gather every rank's peak memory
+};
+std::unique_ptr<Callback> make_bench_timer(const BenchTimerOptions& o,
+                                           std::shared_ptr<BenchResults> results);
 /// Rank 0's end of the GUI's control channel at `socket_path`.
 std::unique_ptr<Callback> make_control_channel(const std::string& socket_path);
 
