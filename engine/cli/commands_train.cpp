@@ -273,6 +273,14 @@ int cmd_inspect(const Args& args) {
             info.erase("files");
             out["checkpoints"].push_back(info);
         }
+        // An empty checkpoint folder, or an unfinished one holding only empty folders, has
+        // nothing to verify: that is not a pass.
+        if (out["checkpoints"].empty()) {
+            all_verified = false;
+            out["problem"] =
+                "no checkpoint here: an empty or unfinished checkpoint folder, or a run folder "
+                "that holds none";
+        }
     }
     std::cout << out.dump(2) << "\n";
     // --verify fails when anything did not verify, so scripts can rely on the exit code.

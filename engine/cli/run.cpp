@@ -260,7 +260,11 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
 
     auto& model = tm.model();
     log::info("{}", version_line("lathe-engine"));
-    log::info("run '{}' in {}", cfg.run_name, folder);
+    // A benchmark writes no run folder: naming one would point at a folder that never exists.
+    if (opts.bench)
+        log::info("benchmark of '{}' (no run folder, no files)", cfg.run_name);
+    else
+        log::info("run '{}' in {}", cfg.run_name, folder);
     log::info("world: {} rank(s) ({}), layout {}, device {}, {} CPU thread(s) per rank",
               env->world_size(), env->world().source, env->layout().describe(), env->device().str(),
               torch::get_num_threads());

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <fstream>
 
 namespace lathe::train {
 
@@ -47,6 +48,24 @@ std::string set_aside_unusable(checkpoint::Checkpointer& checkpointer, const std
     log::warn("checkpoint {} is unusable and was set aside as {}: {}", dir, record.moved_to,
               reason);
     return record.moved_to;
+}
+
+// Why a run folder with no checkpoint to load has trained before: the step its status.json
+// reached, or checkpoints its history.jsonl says were resumed from or set aside. Empty for a new
+// run. (Issue 34: an emptied bucket, or every checkpoint damaged, must not mean a silent restart.)
+std::string earlier_progress(const std::string& folder) {
+    const auto status = run_folder::read_record<run_folder::RunStatus>(
+        run_folder::join(folder, run_folder::kStatusFile));
+    if (status && status->step > 0)
+        return "its status.json says it reached step " + std::to_string(status->step);
+    std::ifstream history(run_folder::join(folder, run_folder::kHistoryFile));
+    std::string line;
+    while (std::getline(history, line)) {
+        const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("checkpoint"))
+            return "its history.jsonl names checkpoint " + j["checkpoint"].dump();
+    }
+    return {};
 }
 
 // The one place a global is unavoidable: a signal handler can only reach static storage.
@@ -419,6 +438,19 @@ void Trainer::fit() {
             }
             env_.cpu_group().barrier();
             maybe_load_checkpoint(checkpoint_folder_, true, true);
+            // Nothing loaded from a folder that has trained before: stop rather than start over
+            // (rank 0 reads the run folder; every rank takes its word).
+            if (!checkpoint_loaded_) {
+                const std::string before = env_.cpu_group().broadcast_string(
+                    env_.rank() == 0 ? earlier_progress(save_folder_) : std::string(), 0);
+                if (!before.empty())
+                    throw Error(
+                        "no checkpoint of run folder " + save_folder_ + " can be loaded from " +
+                        checkpoint_folder_ + ", but the run has trained before (" + before +
+                        "): training from scratch would start it over. Restore its checkpoints, "
+                        "resume from one elsewhere (--resume-from), or set "
+                        "trainer.load_strategy=never to start afresh");
+            }
         }
         if (t.load_path) {
             if (!checkpoint_loaded_) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 
 namespace lathe::train {
 
@@ -32,11 +33,15 @@ public:
                 }
             }
         }
+        // Retention (max_checkpoints) counts the periodic checkpoints only: one saved on demand
+        // or at the end of a run is permanent, as in OLMo-core, here and in later runs.
         for (const auto& c :
              checkpoint::Checkpointer::complete_checkpoints(t.checkpoint_folder())) {
-            if (!c.ephemeral && c.step <= step()) permanent_.push_back(c.path);
+            if (!c.ephemeral && c.step <= step() && (c.step == 0 || is_permanent_step(c.step)))
+                permanent_.push_back(c.path);
         }
-        if (step() == 0 && cfg_.pre_train_checkpoint.value_or(!t.checkpoint_loaded())) save(false);
+        if (step() == 0 && cfg_.pre_train_checkpoint.value_or(!t.checkpoint_loaded()))
+            save(Kind::periodic);
     }
 
     void post_train_batch() override {
@@ -49,12 +54,12 @@ public:
         bool fixed = std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) !=
                      cfg_.fixed_steps.end();
         if (t.checkpoint_requested_this_step()) {
-            log::info("checkpoint requested at step {}", s);
-            save(false);
+            log::info("checkpoint requested at step {} (permanent: retention never removes it)", s);
+            save(Kind::on_demand);
         } else if (fixed || (cfg_.save_interval && s % *cfg_.save_interval == 0)) {
-            save(false);
+            save(Kind::periodic);
         } else if (cfg_.ephemeral_save_interval && s % *cfg_.ephemeral_save_interval == 0) {
-            save(true);
+            save(Kind::ephemeral);
         }
     }
 
@@ -62,7 +67,7 @@ public:
         auto& t = trainer();
         if (step() > latest_saved_ && t.final_checkpoint_wanted()) {
             // Final checkpoint: synchronous, so it is complete when the process exits.
-            save(false, /*force_sync=*/true);
+            save(Kind::final_checkpoint, /*force_sync=*/true);
         }
         guarded([&] {
             t.checkpointer().wait();
@@ -73,6 +78,11 @@ public:
     void close() override { remove_scheduled(/*all=*/true); }
 
 private:
+    /// Why a checkpoint is saved: periodic ones (save_interval, fixed_steps, the pre-train one)
+    /// are what max_checkpoints keeps the newest of; ephemeral ones are replaced by the next save;
+    /// on-demand and final ones are never removed.
+    enum class Kind { periodic, ephemeral, on_demand, final_checkpoint };
+
     bool is_permanent_step(int64_t s) const {
         if (std::find(cfg_.fixed_steps.begin(), cfg_.fixed_steps.end(), s) !=
             cfg_.fixed_steps.end())
@@ -114,7 +124,8 @@ private:
         in_flight_.clear();
     }
 
-    void save(bool ephemeral, bool force_sync = false) {
+    void save(Kind kind, bool force_sync = false) {
+        const bool ephemeral = kind == Kind::ephemeral;
         auto& t = trainer();
         if (step() == latest_saved_) return;
         // The previous async save must finish before its files are counted or removed.
@@ -136,22 +147,26 @@ private:
         if (path.empty()) return;  // failed at once, and tolerated
         if (ephemeral) {
             // Only the newest ephemeral checkpoint is kept.
-            for (auto& p : pending_ephemeral_) to_remove_.push_back(p);
+            for (auto& p : pending_ephemeral_) schedule(p, "an ephemeral checkpoint, superseded");
             pending_ephemeral_.assign(1, path);
         } else {
-            permanent_.push_back(path);
-            for (auto& p : pending_ephemeral_) to_remove_.push_back(p);
+            if (kind == Kind::periodic) permanent_.push_back(path);
+            for (auto& p : pending_ephemeral_) schedule(p, "an ephemeral checkpoint, superseded");
             pending_ephemeral_.clear();
             if (cfg_.max_checkpoints && cfg_.remove != config::CheckpointRemovalStrategy::never) {
                 while (static_cast<int64_t>(permanent_.size()) > *cfg_.max_checkpoints) {
                     // Given back if this save fails.
                     scheduled_by_last_.push_back(permanent_.front());
-                    to_remove_.push_back(permanent_.front());
+                    schedule(permanent_.front(),
+                             "max_checkpoints=" + std::to_string(*cfg_.max_checkpoints) +
+                                 " keeps the newest periodic checkpoints");
                     permanent_.pop_front();
                 }
             }
         }
-        for (auto& p : ephemeral_) to_remove_.push_back(p);
+        for (auto& p : ephemeral_)
+            schedule(p, "left over from an earlier run, by remove=" +
+                            config::enum_to_string(cfg_.remove));
         ephemeral_.clear();
         if (!async) guarded([&] { succeeded(); });
     }
@@ -168,16 +183,24 @@ private:
         }
         if (cfg_.remove == config::CheckpointRemovalStrategy::never) {
             to_remove_.clear();
+            why_.clear();
             return;
         }
         for (const auto& p : to_remove_) {
             try {
                 t.checkpointer().remove(p);
+                log::info("removed checkpoint {}: {}", p, why_[p]);
             } catch (const std::exception& e) {
                 log::warn("cannot remove old checkpoint {}: {}", p, e.what());
             }
         }
         to_remove_.clear();
+        why_.clear();
+    }
+
+    void schedule(const std::string& path, const std::string& why) {
+        to_remove_.push_back(path);
+        why_[path] = why;
     }
 
     config::CheckpointerConfig cfg_;
@@ -187,7 +210,8 @@ private:
     std::vector<std::string> pending_ephemeral_;
     std::vector<std::string> ephemeral_;
     std::vector<std::string> to_remove_;
-    std::string in_flight_;  ///< the newest save, until it is known to be complete
+    std::map<std::string, std::string> why_;  ///< why each of to_remove_ goes (logged)
+    std::string in_flight_;                   ///< the newest save, until it is known to be complete
     std::vector<std::string> scheduled_by_last_;  ///< what that save put into to_remove_
     int64_t failures_ = 0;                        ///< failed saves in a row
 };

@@ -395,6 +395,17 @@ private Q_SLOTS:
         QCOMPARE(v.exit_code, 0);
         QCOMPARE(QJsonDocument::fromJson(v.output.toUtf8()).object().value("verified").toBool(),
                  true);
+        // An empty checkpoint folder, and an unfinished one with only empty folders in it,
+        // verify nothing: --verify fails and says why (issue 34).
+        QVERIFY(QDir().mkpath(folder("corrupt") + "/step99"));
+        QVERIFY(QDir().mkpath(folder("corrupt") + "/step98-tmp/model_and_optim"));
+        for (const QString& empty : {QString("/step99"), QString("/step98-tmp")}) {
+            v = run_engine({"inspect", "--verify", folder("corrupt") + empty}, runs());
+            QCOMPARE(v.exit_code, 1);
+            QVERIFY2(v.output.contains("no checkpoint here"), qPrintable(v.output));
+        }
+        QVERIFY(QDir(folder("corrupt") + "/step99").removeRecursively());
+        QVERIFY(QDir(folder("corrupt") + "/step98-tmp").removeRecursively());
 
         // A train state that contradicts its folder (global_step 12 inside step15): unusable too.
         const QString train15 = folder("corrupt") + "/step15/train/rank0.json";
@@ -570,6 +581,26 @@ private Q_SLOTS:
         r = run_engine(args("small", {"trainer.max_duration=1steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         QVERIFY2(r.output.contains("memory: at least"), qPrintable(r.output));
+    }
+
+    // A run folder whose checkpoints are all gone (an emptied bucket, a deleted folder) but that
+    // has trained before is not silently started over (issue 34): the run stops, naming why and
+    // the way to start afresh, which then works.
+    void lostCheckpointsStopTheRun() {
+        const QStringList every3 = {"trainer.max_duration=6steps",
+                                    "trainer.callbacks.checkpointer.save_interval=3"};
+        auto r = run_engine(args("lost", every3), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        for (const auto& name : QDir(folder("lost")).entryList({"step*"}, QDir::Dirs))
+            QVERIFY(QDir(folder("lost") + "/" + name).removeRecursively());
+        r = run_engine(args("lost", every3), runs());
+        QVERIFY2(r.exit_code != 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains("has trained before") && r.output.contains("reached step 6") &&
+                     r.output.contains("trainer.load_strategy=never"),
+                 qPrintable(r.output));
+        r = run_engine(args("lost", every3 + QStringList{"trainer.load_strategy=never"}), runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(QFile::exists(folder("lost") + "/step6/.metadata.json"));
     }
 
     void retention() {
@@ -998,6 +1029,9 @@ private Q_SLOTS:
                             runs());
         QVERIFY2(b.exit_code == 0, qPrintable(b.output));
         QCOMPARE(bench_result(b.output).value("dtype").toString(), QString("bfloat16"));
+        // It names no run folder, since it writes none (issue 34: "in /nonexistent-bench").
+        QVERIFY2(!b.output.contains("nonexistent") && b.output.contains("no run folder"),
+                 qPrintable(b.output));
 
         // --memory: each rank's peak RSS, with the layout it was measured under.
         auto m = run_engine({"bench", "tiny", "--steps", "2", "--warmup", "1", "--memory",

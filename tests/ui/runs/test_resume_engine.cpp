@@ -21,6 +21,7 @@
 #include "ui/samples/samples_model.h"
 #include "ui/samples/samples_panel.h"
 
+#include <QDir>
 #include <QLineEdit>
 #include <QSignalSpy>
 
@@ -189,6 +190,41 @@ private Q_SLOTS:
         const RunInfo info = readRunInfo(runDir);
         QCOMPARE(info.state, RunState::Finished);
         QCOMPARE(info.step, 30);
+    }
+
+    // "Checkpoint now" is permanent (issue 34): max_checkpoints keeps the newest periodic
+    // checkpoints and never removes the one the user asked for, and each removal is logged.
+    void checkpointNowSurvivesRetention() {
+        MetricStore store;
+        RunController run;
+        RunSession session(&run, &store);
+        RunOptions options;
+        options.runsDir = root_.path();
+        QString error;
+        QVERIFY2(session.startNew(
+                     lathe::testing::tinyConfig(
+                         {"run_name=keep", "launch.num_threads=1",
+                          "trainer.metrics_collect_interval=1", "trainer.max_duration=300steps",
+                          "trainer.callbacks.checkpointer.save_interval=50",
+                          "trainer.callbacks.checkpointer.max_checkpoints=1"}),
+                     options, &error),
+                 qPrintable(error));
+        QTRY_VERIFY_WITH_TIMEOUT(store.series(kLoss) && store.series(kLoss)->step.size() >= 3,
+                                 60000);
+        QVERIFY(run.requestCheckpoint());
+        QVERIFY(waitDone(run));
+        QCOMPARE(run.state(), RunController::State::Finished);
+        const QString dir = root_.path() + "/keep";
+        const QStringList kept = QDir(dir).entryList({"step*"}, QDir::Dirs, QDir::Name);
+        QStringList asked;
+        for (const auto& name : kept)
+            if (name.mid(4).toLongLong() % 50 != 0) asked << name;
+        QVERIFY2(kept.contains("step300"), qPrintable(kept.join(' ')));
+        QVERIFY2(asked.size() == 1 && kept.size() == 2, qPrintable(kept.join(' ')));
+        const QString log = lathe::testing::read_text(dir + "/logs/rank0.log");
+        QVERIFY2(log.contains("removed checkpoint") && log.contains("max_checkpoints=1"),
+                 qPrintable(log.right(2000)));
+        QVERIFY(log.contains("checkpoint requested at step " + asked.first().mid(4)));
     }
 
     void resumeAsNewRun() {
