@@ -1,6 +1,7 @@
 #include "ui/config/field_editor.h"
 
 #include "ui/config/scientific_spin_box.h"
+#include "ui/config/wheel_guard.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -50,6 +51,7 @@ void FieldEditor::build() {
 
     auto numberBox = [&](bool integer) {
         spin_ = new ScientificSpinBox(integer, frame_);
+        WheelGuard::install(spin_);
         if (spec_.minimum) spin_->setMinimum(*spec_.minimum);
         if (spec_.maximum) spin_->setMaximum(*spec_.maximum);
         connect(spin_, &QDoubleSpinBox::valueChanged, this, [this] {
@@ -75,6 +77,7 @@ void FieldEditor::build() {
         case FieldSpec::Kind::Duration:
             input_ = numberBox(true);
             unit_ = new QComboBox(frame_);
+            WheelGuard::install(unit_);
             unit_->addItems(spec_.enumValues);
             connect(unit_, &QComboBox::currentIndexChanged, this, [this] {
                 if (!updating_) Q_EMIT edited();
@@ -83,6 +86,7 @@ void FieldEditor::build() {
             break;
         case FieldSpec::Kind::Enum:
             combo_ = new QComboBox(frame_);
+            WheelGuard::install(combo_);
             combo_->addItems(spec_.enumValues);
             connect(combo_, &QComboBox::currentIndexChanged, this, [this] {
                 if (!updating_) Q_EMIT edited();

@@ -10,9 +10,13 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QPlainTextEdit>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QUndoStack>
+#include <QWheelEvent>
 #include <QtTest>
 
 using lathe::ui::ConfigEditor;
@@ -70,6 +74,54 @@ class TestConfigEditor : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    // The wheel edits a number or a choice only once it has the focus; over an unfocused one it
+    // scrolls the form (issue 34: scrolling turned label_ignore_index -100 into -62).
+    void wheelScrollsTheFormNotItsFields() {
+        ConfigEditor editor;
+        editor.resize(900, 400);
+        editor.show();
+        editor.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&editor));
+        FieldEditor* field = editor.editorFor(QStringLiteral("train_module.label_ignore_index"));
+        auto* spin = qobject_cast<QDoubleSpinBox*>(field->input());
+        auto* combo =
+            qobject_cast<QComboBox*>(editor.editorFor(QStringLiteral("model.dtype"))->input());
+        QVERIFY(spin && combo);
+        QCOMPARE(spin->focusPolicy(), Qt::StrongFocus);
+        auto wheel = [](QWidget* w, int delta) {
+            const QPointF at(4, 4);
+            QWheelEvent e(at, w->mapToGlobal(at), QPoint(), QPoint(0, delta), Qt::NoButton,
+                          Qt::NoModifier, Qt::NoScrollPhase, false);
+            QCoreApplication::sendEvent(w, &e);
+        };
+        // The form scrolls where the field sits: its scroll area's bar moves.
+        QScrollArea* area = nullptr;
+        for (QWidget* w = spin; w && !area; w = w->parentWidget())
+            area = qobject_cast<QScrollArea*>(w);
+        QVERIFY(area);
+        QTabWidget* tabs = nullptr;
+        for (QWidget* w = area; w && !tabs; w = w->parentWidget())
+            tabs = qobject_cast<QTabWidget*>(w);
+        if (tabs) {
+            for (int i = 0; i < tabs->count(); ++i)
+                if (tabs->widget(i)->isAncestorOf(area)) tabs->setCurrentIndex(i);
+        }
+        QVERIFY(area->verticalScrollBar()->maximum() > 0);
+        area->verticalScrollBar()->setValue(0);
+        const double before = spin->value();
+        wheel(spin, -120);
+        QCOMPARE(spin->value(), before);
+        QVERIFY(area->verticalScrollBar()->value() > 0);
+        const int index = combo->currentIndex();
+        wheel(combo, -120);
+        QCOMPARE(combo->currentIndex(), index);
+        // Focused, the wheel steps the value, as users expect of a spin box they clicked into.
+        spin->setFocus();
+        QTRY_VERIFY(spin->hasFocus());
+        wheel(spin, 120);
+        QVERIFY(spin->value() != before);
+    }
+
     void generatedFromTheSchema() {
         ConfigEditor editor;
         const auto leaves = lathe::ui::leafFields(editor.schema());
