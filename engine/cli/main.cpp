@@ -1,6 +1,8 @@
 // lathe-engine: the headless engine. See `lathe-engine help`.
 #include "engine/cli/cli.h"
 #include "engine/cli/torch_info.h"
+#include "engine/util/log.h"
+#include "engine/util/torch_error.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -90,7 +92,9 @@ int main(int argc, char** argv) {
     try {
         return it->second(Args(args.begin() + 1, args.end()));
     } catch (const std::exception& e) {
-        std::cerr << "lathe-engine " << args[0] << ": error: " << e.what() << std::endl;
+        // One clear message; LibTorch's backtrace, if any, is in the run's log file.
+        std::cerr << "lathe-engine " << args[0] << ": error: " << lathe::message_of(e) << std::endl;
+        if (lathe::has_backtrace(e)) lathe::log::debug("the error in full: {}", e.what());
         const char* world = std::getenv("WORLD_SIZE");
         if (world && std::atoi(world) > 1) {
             // Process groups and threads may be blocked on ranks that will never answer: leave

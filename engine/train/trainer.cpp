@@ -13,6 +13,7 @@
 #include "engine/util/error.h"
 #include "engine/util/log.h"
 #include "engine/util/stop_signals.h"
+#include "engine/util/torch_error.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -483,7 +484,8 @@ void Trainer::fit() {
         }
         for_each_callback([](Callback& c) { c.post_train(); });
     } catch (const std::exception& e) {
-        log::error("training failed at step {}: {}", global_step_, e.what());
+        log::error("training failed at step {}: {}", global_step_, message_of(e));
+        if (has_backtrace(e)) log::debug("the error in full: {}", e.what());
         for_each_callback([&](Callback& c) {
             try {
                 c.on_error(e);

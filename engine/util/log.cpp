@@ -18,7 +18,8 @@ void setup(int rank, bool verbose_rank, const std::string& file) {
     if (!file.empty()) {
         try {
             auto f = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file);
-            f->set_level(spdlog::level::info);
+            // The file also keeps debug lines (a LibTorch error's backtrace): never the console.
+            f->set_level(spdlog::level::debug);
             sinks.push_back(f);
         } catch (const spdlog::spdlog_ex& e) {
             std::fprintf(stderr, "warning: cannot write log file %s: %s\n", file.c_str(), e.what());
@@ -29,7 +30,7 @@ void setup(int rank, bool verbose_rank, const std::string& file) {
     const char* launched = std::getenv("LATHE_LAUNCHED");
     std::string rank_part = (launched && *launched) ? "" : "[rank " + std::to_string(rank) + "] ";
     logger->set_pattern("%H:%M:%S %^%-5l%$ " + rank_part + "%v");
-    logger->set_level(spdlog::level::info);
+    logger->set_level(file.empty() ? spdlog::level::info : spdlog::level::debug);
     logger->flush_on(spdlog::level::info);
     // A log file that cannot be written (disk full) is said once, not once per line; the console
     // keeps every line. (spdlog's default prints every failure.)

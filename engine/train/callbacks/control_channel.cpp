@@ -7,6 +7,7 @@
 #include "engine/train/callbacks/builtin.h"
 #include "engine/train/trainer.h"
 #include "engine/util/log.h"
+#include "engine/util/torch_error.h"
 
 #include <chrono>
 #include <regex>
@@ -84,7 +85,7 @@ public:
     }
 
     void on_error(const std::exception& e) override {
-        client_.send(protocol::ErrorEvent{e.what()});
+        client_.send(protocol::ErrorEvent{message_of(e)});
         send_status(protocol::RunState::failed, true);
         client_.send(protocol::Bye{protocol::ExitReason::failed});
         failed_ = true;

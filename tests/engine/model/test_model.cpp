@@ -11,6 +11,7 @@
 #include "engine/train/scheduler.h"
 #include "engine/util/autocast.h"
 #include "engine/util/error.h"
+#include "engine/util/torch_error.h"
 
 #include <QtTest>
 
@@ -478,6 +479,40 @@ private Q_SLOTS:
 
     // A vocabulary padded past the tokenizer's (issue 34): the padded ids are never chosen, even
     // where their logits are the largest; and options that are not numbers are refused by name.
+    // A LibTorch error reaches the console and the GUI as one clear message: its C++ backtrace
+    // goes to the log file only; out of memory names the remedies, in order (issue 34).
+    void torchErrorsAreOneClearMessage() {
+        bool thrown = false;
+        try {
+            TORCH_CHECK_WITH(OutOfMemoryError, false,
+                             "CUDA out of memory. Tried to allocate 2.00 GiB");
+        } catch (const std::exception& e) {
+            thrown = true;
+            const std::string m = message_of(e);
+            QVERIFY2(m.find("Tried to allocate 2.00 GiB") != std::string::npos, m.c_str());
+            QVERIFY2(m.find("train_module.ac_config.mode=full") <
+                         m.find("train_module.rank_microbatch_size"),
+                     m.c_str());
+            QVERIFY2(m.find("frame #") == std::string::npos, m.c_str());
+            QVERIFY(has_backtrace(e));
+        }
+        QVERIFY(thrown);
+        thrown = false;
+        try {
+            (void)torch::ones({2}).view({3});
+        } catch (const std::exception& e) {
+            thrown = true;
+            const std::string m = message_of(e);
+            QVERIFY2(m.find("shape") != std::string::npos, m.c_str());
+            QVERIFY2(m.find("frame #") == std::string::npos, m.c_str());
+            QVERIFY(m.size() <= std::string(e.what()).size());
+        }
+        QVERIFY(thrown);
+        const lathe::Error plain("a plain error");
+        QCOMPARE(message_of(plain), std::string("a plain error"));
+        QVERIFY(!has_backtrace(plain));
+    }
+
     void generationSamplesOnlyTheTokenizersIds() {
         config::ModelConfig c;  // vocab_size 256
         model::Transformer m(c);
