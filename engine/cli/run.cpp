@@ -109,19 +109,6 @@ void refuse_unshared_save_folder(const std::string& folder, dist::Environment& e
                              : "set launch.shared_filesystem=true (OLMO_SHARED_FS=1)"));
 }
 
-std::string human(double v) {
-    char buf[32];
-    if (v >= 1e9)
-        std::snprintf(buf, sizeof buf, "%.2fB", v / 1e9);
-    else if (v >= 1e6)
-        std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-    else if (v >= 1e3)
-        std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-    else
-        std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
-}
-
 // Free memory of `device` in bytes: CUDA's free figure for the device; on the CPU MemAvailable,
 // or what the cgroup still allows when that is less. 0 when unknown (then nothing is checked).
 int64_t free_memory(const torch::Device& device) {
@@ -269,9 +256,10 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
               env->world_size(), env->world().source, env->layout().describe(), env->device().str(),
               torch::get_num_threads());
     log::info("model: {} parameters ({} non-embedding), {} FLOPs/token",
-              human(static_cast<double>(model->num_params())),
-              human(static_cast<double>(model->num_non_embedding_params())),
-              human(static_cast<double>(model->num_flops_per_token(cfg.dataset.sequence_length))));
+              config::human_count(static_cast<double>(model->num_params())),
+              config::human_count(static_cast<double>(model->num_non_embedding_params())),
+              config::human_count(
+                  static_cast<double>(model->num_flops_per_token(cfg.dataset.sequence_length))));
     std::string parallelism = tm.data_parallel().describe();
     if (env->layout().tp > 1)
         parallelism =
@@ -293,7 +281,8 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         os << "\n"
            << (trainer.is_canceled() ? "Stopped" : "Finished") << " '" << cfg.run_name
            << "' at step " << trainer.global_step() << "/" << trainer.max_steps() << " ("
-           << human(static_cast<double>(trainer.global_train_tokens_seen())) << " tokens)";
+           << config::human_count(static_cast<double>(trainer.global_train_tokens_seen()))
+           << " tokens)";
         if (trainer.is_canceled()) os << ": " << trainer.cancel_reason();
         os << "\n";
         if (status->first_loss()) {
@@ -305,7 +294,8 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         if (secs > 0 && steps > 0) {
             char buf[128];
             std::snprintf(buf, sizeof buf, "  %d steps in %.1f s: %s tokens/s\n",
-                          static_cast<int>(steps), secs, human(tokens / secs).c_str());
+                          static_cast<int>(steps), secs,
+                          config::human_count(tokens / secs).c_str());
             os << buf;
         }
         os << "  run folder: " << folder << "\n";

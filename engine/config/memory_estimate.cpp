@@ -34,6 +34,8 @@ struct Count {
 // stay float32 even when FSDP gathers them in bfloat16).
 constexpr int64_t kBytesPerParameter = 4 * 4;
 
+}  // namespace
+
 std::string human_count(double v) {
     char buf[32];
     if (v >= 1e12)
@@ -41,13 +43,13 @@ std::string human_count(double v) {
     else if (v >= 1e9)
         std::snprintf(buf, sizeof buf, "%.2fB", v / 1e9);
     else if (v >= 1e6)
-        std::snprintf(buf, sizeof buf, "%.1fM", v / 1e6);
+        std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+    else if (v >= 1e3)
+        std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
     else
         std::snprintf(buf, sizeof buf, "%.0f", v);
     return buf;
 }
-
-}  // namespace
 
 std::string human_bytes(double bytes) {
     const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

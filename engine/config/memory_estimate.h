@@ -28,6 +28,8 @@ struct MemoryEstimate {
 /// The estimate for `cfg` trained on `world_size` ranks.
 MemoryEstimate estimate_training_memory(const ExperimentConfig& cfg, int64_t world_size);
 
+/// "1.20T", "1.23B", "14.29M", "30.7k", "512": counts (parameters, FLOPs, tokens) for people.
+std::string human_count(double v);
 /// "1.50 GiB", "512.0 MiB", "12.0 KiB".
 std::string human_bytes(double bytes);
 
