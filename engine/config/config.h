@@ -635,7 +635,9 @@ struct CheckpointerConfig {
                 {"Write checkpoints on a background thread; null means yes.", {}});
         v.field("remove", remove, {"Which older checkpoints to delete.", {}});
         v.field("max_checkpoints", max_checkpoints,
-                {"Permanent checkpoints kept; null keeps all.", Bounds::at_least(1)});
+                {"Periodic checkpoints kept, the newest (save_interval, fixed_steps, step 0); "
+                 "one saved on demand or at the end of a run is never removed; null keeps all.",
+                 Bounds::at_least(1)});
         v.field("fixed_steps", fixed_steps,
                 {"Extra steps that always get a permanent checkpoint.", Bounds::at_least(1)});
         v.field("max_failed_saves", max_failed_saves,
