@@ -19,6 +19,7 @@
 #include "ui/samples/samples_model.h"
 #include "ui/samples/samples_panel.h"
 
+#include "engine/hf/finetune.h"
 #include "engine/run_folder/layout.h"
 
 #include <QAction>
@@ -481,6 +482,23 @@ void MainWindow::buildToolbar() {
     bar->addWidget(speed_);
 }
 
+bool MainWindow::newRunFromHfModel(const QString& dir) {
+    lathe::config::Json doc;
+    try {
+        doc = lathe::hf::finetune_document(dir.toStdString());
+    } catch (const std::exception& e) {
+        showProblem(tr("Cannot fine-tune this model"), QString::fromStdString(e.what()));
+        return false;
+    }
+    editor_->setDocument(doc);
+    statusBar()->showMessage(
+        tr("New run from %1: give dataset.paths (token files made with its tokenizer), then "
+           "Start.")
+            .arg(dir),
+        15000);
+    return true;
+}
+
 DataDialog* MainWindow::showDataDialog() {
     if (!dataDialog_) {
         dataDialog_ = new DataDialog(this);
@@ -503,6 +521,11 @@ void MainWindow::buildMenus() {
     auto* saveAs =
         file->addAction(tr("Save config &as…"), editor_, &ConfigEditor::saveAsInteractive);
     saveAs->setShortcut(QKeySequence::SaveAs);
+    file->addAction(tr("New run from a &Hugging Face model…"), this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(
+            this, tr("Hugging Face model folder (config.json, model.safetensors)"));
+        if (!dir.isEmpty()) newRunFromHfModel(dir);
+    });
     file->addSeparator();
     file->addAction(tr("Prepare &data…"), this, &MainWindow::showDataDialog);
     file->addSeparator();

@@ -95,6 +95,10 @@ public Q_SLOTS:
     /// The Data page (File > Prepare data): text to token files; its result fills dataset.* and
     /// model.vocab_size in the editor. Made on first use and kept.
     DataDialog* showDataDialog();
+    /// File > New run from a Hugging Face model…: the editor gets a fine-tuning config of the
+    /// model folder `dir` (its family, sizes, weights and tokenizer; hf::finetune_document). An
+    /// unsupported model is refused with the reason, and the editor keeps its config.
+    bool newRunFromHfModel(const QString& dir);
     /// Quits as the Quit action's default does, without asking (SIGTERM, SIGINT): a running
     /// engine is stopped with a final checkpoint first; called again, the engine is killed. The
     /// application then quits, so its control folder is removed.

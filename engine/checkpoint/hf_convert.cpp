@@ -3,7 +3,7 @@
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/tensor_file.h"
 #include "engine/config/io.h"
-#include "engine/hf/olmo2.h"
+#include "engine/hf/family.h"
 #include "engine/hf/safetensors.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/crc32c.h"
@@ -100,8 +100,8 @@ config::ExperimentConfig checkpoint_config(const std::string& ckpt) {
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
     const config::ModelConfig& m) {
-    const int64_t d = m.d_model, q = m.n_heads * m.resolved_head_dim(),
-                  kv = m.kv_heads() * m.resolved_head_dim(), h = m.hidden_size();
+    const int64_t d = m.d_model, hd = m.resolved_head_dim(), q = m.n_heads * hd,
+                  kv = m.kv_heads() * hd, h = m.hidden_size();
     std::vector<std::pair<std::string, std::vector<int64_t>>> out;
     out.push_back({"embeddings.weight", {m.vocab_size, d}});
     for (int64_t i = 0; i < m.n_layers; ++i) {
@@ -109,10 +109,15 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
         out.push_back({p + "attention.w_q.weight", {q, d}});
         out.push_back({p + "attention.w_k.weight", {kv, d}});
         out.push_back({p + "attention.w_v.weight", {kv, d}});
+        if (m.qkv_bias) {
+            out.push_back({p + "attention.w_q.bias", {q}});
+            out.push_back({p + "attention.w_k.bias", {kv}});
+            out.push_back({p + "attention.w_v.bias", {kv}});
+        }
         out.push_back({p + "attention.w_out.weight", {d, q}});
         if (m.qk_norm) {
-            out.push_back({p + "attention.q_norm.weight", {q}});
-            out.push_back({p + "attention.k_norm.weight", {kv}});
+            out.push_back({p + "attention.q_norm.weight", {m.use_head_qk_norm ? hd : q}});
+            out.push_back({p + "attention.k_norm.weight", {m.use_head_qk_norm ? hd : kv}});
         }
         out.push_back({p + "attention_norm.weight", {d}});
         out.push_back({p + "feed_forward.w1.weight", {h, d}});
@@ -121,7 +126,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
         out.push_back({p + "feed_forward_norm.weight", {d}});
     }
     out.push_back({"lm_head_norm.weight", {d}});
-    out.push_back({"lm_head.weight", {m.vocab_size, d}});
+    if (!m.tie_word_embeddings) out.push_back({"lm_head.weight", {m.vocab_size, d}});
     return out;
 }
 
@@ -148,7 +153,7 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
     }
     const int64_t max_positions =
         std::max(cfg.dataset.sequence_length, cfg.train_module.max_sequence_length);
-    auto config_json = olmo2_config_json(m, options.dtype, max_positions, tokens);
+    auto config_json = hf_config_json(m, options.dtype, max_positions, tokens);
     // Lathe's own note of how text becomes ids; transformers keeps unknown keys as attributes.
     config_json["lathe"] = {{"tokenizer", tok     ? tok->file_name()
                                           : bytes ? "bytes"
@@ -176,7 +181,7 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
                         shape_text(shape));
         int64_t numel = 1;
         for (auto s : shape) numel *= s;
-        items.push_back({*hf_name(name), it->second,
+        items.push_back({*hf_name(name, m), it->second,
                          static_cast<uint64_t>(numel) * c10::elementSize(out_type)});
     }
     // Shards: greedily, in order, each up to max_shard_bytes (a larger tensor gets its own).
@@ -308,14 +313,18 @@ std::map<std::string, torch::Tensor> read_hf_weights(
                 e.name.compare(e.name.size() - buffer_suffix.size(), buffer_suffix.size(),
                                buffer_suffix) == 0)
                 continue;
+            // A tied model's LM head is the embedding table; some exports store it twice.
+            if (m.tie_word_embeddings &&
+                (e.name == "lm_head.weight" || e.name == "lm_head.w_out.weight"))
+                continue;
             std::optional<std::string> name;
             if (auto it = from_file.find(e.name); it != from_file.end())
                 name = it->second;
             else
-                name = lathe_name(e.name);
+                name = lathe_name(e.name, m);
             if (!name || !want.count(*name))
                 throw Error(file + ": tensor '" + e.name +
-                            "' is not a parameter of this Olmo2 model (an unknown name; "
+                            "' is not a parameter of this model (an unknown name; "
                             "train_module.load_key_mapping can rename it)");
             if (where.count(*name))
                 throw Error(file + ": tensor '" + e.name + "' is '" + *name +
@@ -336,7 +345,8 @@ std::map<std::string, torch::Tensor> read_hf_weights(
     if (!missing.empty()) {
         std::string list;
         for (std::size_t i = 0; i < missing.size() && i < 5; ++i)
-            list += (i ? ", " : "") + missing[i] + " (" + hf_name(missing[i]).value_or("?") + ")";
+            list +=
+                (i ? ", " : "") + missing[i] + " (" + hf_name(missing[i], m).value_or("?") + ")";
         if (missing.size() > 5) list += " and " + std::to_string(missing.size() - 5) + " more";
         throw Error(dir + ": missing tensors: " + list);
     }

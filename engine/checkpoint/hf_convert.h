@@ -1,5 +1,5 @@
-// Moving models between Lathe checkpoints and Hugging Face Olmo2ForCausalLM folders (and
-// OLMo-core-named safetensors). Both directions go tensor by tensor, so memory stays near the
+// Moving models between Lathe checkpoints and Hugging Face folders (hf/family.h: Olmo2, Olmo3,
+// Llama, Qwen2, Qwen3; and OLMo-core-named safetensors). Both directions go tensor by tensor, so memory stays near the
 // largest tensor, not the model.
 #pragma once
 
@@ -29,7 +29,7 @@ struct ExportResult {
 
 using lathe::parse_size;  // engine/util/size.h
 
-/// Writes the complete Lathe checkpoint `ckpt` as a Hugging Face Olmo2ForCausalLM folder
+/// Writes the complete Lathe checkpoint `ckpt` as a Hugging Face folder of its family
 /// `out_dir`: config.json, generation_config.json, model.safetensors (or shards plus
 /// model.safetensors.index.json past `max_shard_bytes`). Refuses an incomplete checkpoint, one
 /// without its config.json, and an existing non-empty `out_dir`. Nothing is left in `out_dir` when

@@ -2,9 +2,14 @@
 #include "engine/cli/cli.h"
 #include "engine/config/io.h"
 #include "engine/config/memory_estimate.h"
+#include "engine/hf/finetune.h"
+#include "engine/run_folder/layout.h"
+#include "engine/run_folder/records.h"
 #include "engine/train/scheduler.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -83,7 +88,7 @@ int cmd_validate(const Args& args) {
         std::cerr << "usage: lathe-engine validate FILE|PRESET [a.b.c=value ...]\n";
         return kExitUsage;
     }
-    auto loaded = config::load(p.spec, p.overrides);
+    auto loaded = hf::load_spec(p.spec, p.overrides);
     if (loaded.ok()) {
         // What it will need, at the world size it asks for (launch.nproc): the estimate `train`
         // checks; with no device known here, only one that no device holds is refused.
@@ -108,7 +113,7 @@ int cmd_config(const Args& args) {
         for (const auto& e : p.errors) std::cerr << "lathe-engine config: " << e << "\n";
         return kExitUsage;
     }
-    auto loaded = config::load(p.spec, p.overrides);
+    auto loaded = hf::load_spec(p.spec, p.overrides);
     if (!loaded.ok()) {
         for (const auto& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
         return kExitUsage;
@@ -132,7 +137,7 @@ int cmd_lr_schedule(const Args& args) {
         return kExitUsage;
     };
     for (const auto& e : p.errors) return usage(e);
-    auto loaded = config::load(p.spec, p.overrides);
+    auto loaded = hf::load_spec(p.spec, p.overrides);
     if (!loaded.ok()) {
         for (const auto& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
         return kExitUsage;

@@ -3,7 +3,7 @@
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/hf_convert.h"
 #include "engine/cli/cli.h"
-#include "engine/hf/olmo2.h"
+#include "engine/hf/family.h"
 #include "engine/model/generate.h"
 #include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -224,6 +225,50 @@ bool byte_tokens(const std::string& path) {
     return !dataset.is_object() || dataset.value("source", "builtin") != "numpy";
 }
 
+// The context the model at `path` was made for: a Hugging Face folder's max_position_embeddings,
+// a checkpoint's training length (the longer of dataset.sequence_length and
+// train_module.max_sequence_length); 0 when neither says.
+int64_t model_context(const std::string& path) {
+    const bool hf_folder = hf::is_hf_model_folder(path);
+    const auto j =
+        nlohmann::json::parse(run_folder::read_text_file(run_folder::join(
+                                  path, hf_folder ? "config.json" : run_folder::kConfigFile)),
+                              nullptr, false);
+    if (!j.is_object()) return 0;
+    auto integer = [](const nlohmann::json& o, const char* key) -> int64_t {
+        return o.is_object() && o.contains(key) && o[key].is_number_integer()
+                   ? o[key].get<int64_t>()
+                   : 0;
+    };
+    if (hf_folder) return integer(j, "max_position_embeddings");
+    return std::max(
+        integer(j.value("dataset", nlohmann::json::object()), "sequence_length"),
+        integer(j.value("train_module", nlohmann::json::object()), "max_sequence_length"));
+}
+
+// Refuses prompts plus --max-new-tokens past the model's context (issue 34): attention grows
+// with every position, and RoPE positions past the trained length give text no better than
+// noise. --max-context N raises the limit knowingly.
+void check_context(const std::string& path, const std::vector<std::vector<int64_t>>& prompts,
+                   int64_t max_new_tokens, int64_t max_context) {
+    const int64_t context = max_context > 0 ? max_context : model_context(path);
+    if (context <= 0) return;
+    std::size_t longest = 0;
+    for (const auto& p : prompts) longest = std::max(longest, p.size());
+    const int64_t need = static_cast<int64_t>(longest) + max_new_tokens;
+    if (need <= context) return;
+    throw Error("the longest prompt (" + std::to_string(longest) +
+                " tokens) plus --max-new-tokens " + std::to_string(max_new_tokens) + " is " +
+                std::to_string(need) + " positions, past the model's context of " +
+                std::to_string(context) +
+                (max_context > 0                ? " (--max-context)"
+                 : hf::is_hf_model_folder(path) ? " (max_position_embeddings in its config.json)"
+                                                : " (the sequence length it was trained at)") +
+                ". Generation does not slide a window: lower --max-new-tokens to " +
+                std::to_string(std::max<int64_t>(0, context - static_cast<int64_t>(longest))) +
+                ", or give --max-context N to go past it knowingly");
+}
+
 // Bytes as text; an id that is no byte (a vocabulary wider than 256) becomes U+FFFD.
 std::string bytes_text(const std::vector<int64_t>& ids) {
     std::string s;
@@ -234,165 +279,206 @@ std::string bytes_text(const std::vector<int64_t>& ids) {
 
 }  // namespace
 
-int cmd_generate(const Args& args) {
-    auto p =
-        parse_args(args,
-                   {"--prompt", "--prompt-ids", "--tokenizer", "--max-new-tokens", "--temperature",
-                    "--top-k", "--top-p", "--seed", "--stop", "--device", "--threads"},
-                   {"--json", "--no-kv-cache", "--logits"});
-    auto usage = [](const std::string& why) {
-        std::cerr << "lathe-engine generate: " << why
-                  << "\nusage: lathe-engine generate CHECKPOINT|HF_DIR|RUN_DIR (--prompt TEXT | "
-                     "--prompt-ids 1,2,3)... [--tokenizer FILE] [--max-new-tokens N] "
-                     "[--temperature T] [--top-k K] "
-                     "[--top-p P] [--seed S] [--stop TEXT] [--device cpu|cuda] [--threads N] "
-                     "[--no-kv-cache] [--json [--logits]]\n";
-        return kExitUsage;
-    };
-    for (const auto& e : p.errors) return usage(e);
-    if (p.spec.empty()) return usage("no model given");
-    if (!p.overrides.empty()) return usage("unexpected argument " + p.overrides[0]);
+namespace {
+
+// What `generate`'s options ask for.
+struct GenerateRequest {
     model::GenerateOptions o;
     std::vector<std::string> stops;
     std::vector<std::vector<int64_t>> prompts;
     std::vector<std::string> prompt_texts;
     std::string device_name = "cpu";
+    int64_t max_context = 0;
+};
+
+// The options of `p` into `r`; the usage message's reason when they are wrong, else empty.
+std::string parse_generate(const ParsedArgs& p, GenerateRequest& r) {
+    for (const auto& e : p.errors) return e;
+    if (p.spec.empty()) return "no model given";
+    if (!p.overrides.empty()) return "unexpected argument " + p.overrides[0];
+    auto& o = r.o;
     try {
         for (const auto& [name, value] : p.options) {
-            if (name == "--prompt") prompt_texts.push_back(value);
-            if (name == "--prompt-ids") prompts.push_back(parse_ids(value));
+            if (name == "--prompt") r.prompt_texts.push_back(value);
+            if (name == "--prompt-ids") r.prompts.push_back(parse_ids(value));
             if (name == "--max-new-tokens") o.max_new_tokens = std::stoll(value);
+            if (name == "--max-context") r.max_context = std::stoll(value);
             if (name == "--temperature") o.temperature = std::stod(value);
             if (name == "--top-k") o.top_k = std::stoll(value);
             if (name == "--top-p") o.top_p = std::stod(value);
             if (name == "--seed") o.seed = std::stoull(value);
-            if (name == "--stop") stops.push_back(value);
-            if (name == "--device") device_name = value;
+            if (name == "--stop") r.stops.push_back(value);
+            if (name == "--device") r.device_name = value;
             if (name == "--threads") torch::set_num_threads(static_cast<int>(std::stoll(value)));
         }
     } catch (const Error& e) {
-        return usage(e.what());
+        return e.what();
     } catch (const std::exception&) {
-        return usage("a numeric option has a value that is not a number");
+        return "a numeric option has a value that is not a number";
     }
     o.kv_cache = !p.has("--no-kv-cache");
     // (Written so that NaN fails every comparison, and so every check.)
     if (!(o.temperature >= 0 && std::isfinite(o.temperature)) || o.top_k < 0 ||
-        o.max_new_tokens < 0 || !(o.top_p > 0 && o.top_p <= 1))
-        return usage(
-            "--temperature (a finite number), --top-k and --max-new-tokens must be >= 0, --top-p "
-            "in (0, 1]");
-    if (prompts.empty() && prompt_texts.empty()) return usage("give --prompt or --prompt-ids");
+        o.max_new_tokens < 0 || !(o.top_p > 0 && o.top_p <= 1) || r.max_context < 0)
+        return "--temperature (a finite number), --top-k, --max-new-tokens and --max-context "
+               "must be >= 0, --top-p in (0, 1]";
+    if (r.prompts.empty() && r.prompt_texts.empty()) return "give --prompt or --prompt-ids";
+    if (r.device_name != "cpu" && r.device_name != "cuda") return "--device must be cpu or cuda";
+    return {};
+}
 
-    const LocalCopy model(p.spec);
-    const std::string path = resolve_model_path(model.path());
-    // Text: through --tokenizer, else as bytes for byte-token runs.
-    // The model folder's own tokenizer.json (a checkpoint of a run with dataset.tokenizer, an
-    // export, a Hugging Face folder) unless --tokenizer names one.
+// How ids become text for the model at `path`: --tokenizer, else the folder's own tokenizer file
+// (a checkpoint of a run with dataset.tokenizer, an export, a Hugging Face folder), else bytes
+// for byte-token runs, else none (ids only).
+struct TextCodec {
     std::unique_ptr<tokenizer::Tokenizer> tok;
-    std::string tokenizer_path = p.option("--tokenizer");
-    if (!tokenizer_path.empty()) {
-        tok = tokenizer::load_tokenizer(tokenizer_path);
+    std::string tokenizer_path;
+    bool bytes = false;
+    bool has_text() const { return tok || bytes; }
+    std::string text(const std::vector<int64_t>& ids) const {
+        return tok ? tok->decode(ids, /*skip_special=*/true) : bytes_text(ids);
+    }
+    std::vector<int64_t> ids(const std::string& text) const {
+        if (tok) return tok->encode(text);
+        std::vector<int64_t> out;
+        for (unsigned char c : text) out.push_back(c);
+        return out;
+    }
+};
+
+TextCodec text_codec(const std::string& path, const std::string& tokenizer_option) {
+    TextCodec c;
+    c.tokenizer_path = tokenizer_option;
+    if (!c.tokenizer_path.empty()) {
+        c.tok = tokenizer::load_tokenizer(c.tokenizer_path);
     } else if (!tokenizer::find_tokenizer_file(path).empty()) {
-        tokenizer_path = tokenizer::find_tokenizer_file(path);
+        c.tokenizer_path = tokenizer::find_tokenizer_file(path);
         try {
-            tok = tokenizer::load_tokenizer(tokenizer_path);
+            c.tok = tokenizer::load_tokenizer(c.tokenizer_path);
         } catch (const Error& e) {
             std::cerr << "lathe-engine generate: not using the folder's tokenizer: " << e.what()
                       << "\n";
         }
     }
-    if (tok && tok->eos_id()) o.stop_ids.push_back(*tok->eos_id());
-    if (tok) o.sample_vocab = tok->vocab_size();
-    const bool bytes = !tok && byte_tokens(path);
-    const bool has_text = tok || bytes;
-    auto to_text = [&](const std::vector<int64_t>& ids) {
-        return tok ? tok->decode(ids, /*skip_special=*/true) : bytes_text(ids);
-    };
-    if (!prompt_texts.empty() && !has_text)
+    c.bytes = !c.tok && byte_tokens(path);
+    return c;
+}
+
+// The model at `path` with its weights, on `device`.
+model::Transformer load_model(const std::string& path, const TextCodec& codec,
+                              const torch::Device& device) {
+    const auto m = hf::model_config_of(path);
+    if (codec.tok && codec.tok->vocab_size() > m.vocab_size)
+        throw Error(codec.tokenizer_path + ": its vocabulary (" +
+                    std::to_string(codec.tok->vocab_size()) + ") is larger than the model's (" +
+                    std::to_string(m.vocab_size) + "): not this model's tokenizer");
+    model::Transformer net(m);
+    {
+        // Freed before the move to the device: the host holds one copy of the model at a time.
+        auto weights = hf::is_hf_model_folder(path) ? hf::read_hf_weights(path, m)
+                                                    : hf::read_checkpoint_weights(path, m);
+        torch::NoGradGuard no_grad;
+        for (auto& param : net->named_parameters()) param.value().copy_(weights.at(param.key()));
+    }
+    net->to(device);
+    return net;
+}
+
+// One generation as --json prints it; with `logits`, the training forward's logits at every
+// prompt position, (T, vocab).
+nlohmann::json generation_json(const model::Generation& g, const std::vector<int64_t>& prompt,
+                               const TextCodec& codec, model::Transformer* logits_of,
+                               const torch::Device& device) {
+    nlohmann::json j = {{"prompt_ids", prompt},
+                        {"ids", g.ids},
+                        {"logprobs", g.logprobs},
+                        {"finish_reason", g.finish_reason}};
+    if (codec.has_text()) {
+        j["prompt"] = codec.text(prompt);
+        j["text"] = codec.text(g.ids);
+    }
+    if (logits_of) {
+        torch::NoGradGuard no_grad;
+        auto& net = *logits_of;
+        net->eval();
+        auto ids = torch::tensor(prompt).view({1, -1}).to(device);
+        auto logits = net->forward(ids)[0].to(torch::kFloat64).cpu().contiguous();
+        nlohmann::json rows = nlohmann::json::array();
+        for (int64_t t = 0; t < logits.size(0); ++t) {
+            const double* row = logits[t].data_ptr<double>();
+            rows.push_back(std::vector<double>(row, row + logits.size(1)));
+        }
+        j["logits"] = std::move(rows);
+    }
+    return j;
+}
+
+}  // namespace
+
+int cmd_generate(const Args& args) {
+    auto p = parse_args(
+        args,
+        {"--prompt", "--prompt-ids", "--tokenizer", "--max-new-tokens", "--temperature", "--top-k",
+         "--top-p", "--seed", "--stop", "--device", "--threads", "--max-context"},
+        {"--json", "--no-kv-cache", "--logits"});
+    GenerateRequest r;
+    if (const auto why = parse_generate(p, r); !why.empty()) {
+        std::cerr << "lathe-engine generate: " << why
+                  << "\nusage: lathe-engine generate CHECKPOINT|HF_DIR|RUN_DIR (--prompt TEXT | "
+                     "--prompt-ids 1,2,3)... [--tokenizer FILE] [--max-new-tokens N] "
+                     "[--max-context N] [--temperature T] [--top-k K] [--top-p P] [--seed S] "
+                     "[--stop TEXT] [--device cpu|cuda] [--threads N] [--no-kv-cache] "
+                     "[--json [--logits]]\n";
+        return kExitUsage;
+    }
+    auto& o = r.o;
+    const LocalCopy model(p.spec);
+    const std::string path = resolve_model_path(model.path());
+    const TextCodec codec = text_codec(path, p.option("--tokenizer"));
+    if (codec.tok && codec.tok->eos_id()) o.stop_ids.push_back(*codec.tok->eos_id());
+    if (codec.tok) o.sample_vocab = codec.tok->vocab_size();
+    if (!r.prompt_texts.empty() && !codec.has_text())
         throw Error(path +
                     ": no tokenizer is known for this model, so --prompt TEXT cannot be encoded; "
                     "give --tokenizer FILE or --prompt-ids");
-    if (!stops.empty() && !has_text)
+    if (!r.stops.empty() && !codec.has_text())
         throw Error(path + ": --stop needs a tokenizer to read the text; give --tokenizer FILE");
-    for (const auto& t : prompt_texts) {
-        std::vector<int64_t> ids;
-        if (tok) {
-            ids = tok->encode(t);
-        } else {
-            for (unsigned char c : t) ids.push_back(c);
-        }
-        prompts.push_back(ids);
-    }
-    if (!stops.empty()) {
-        o.stop = [&stops, &to_text](std::size_t, const std::vector<int64_t>& ids) {
-            const std::string text = to_text(ids);
-            for (const auto& s : stops)
+    for (const auto& t : r.prompt_texts) r.prompts.push_back(codec.ids(t));
+    if (!r.stops.empty()) {
+        o.stop = [&r, &codec](std::size_t, const std::vector<int64_t>& ids) {
+            const std::string text = codec.text(ids);
+            for (const auto& s : r.stops)
                 if (!s.empty() && text.size() >= s.size() &&
                     text.compare(text.size() - s.size(), s.size(), s) == 0)
                     return true;
             return false;
         };
     }
-    torch::Device device(torch::kCPU);
-    if (device_name == "cuda") {
-        if (!torch::cuda::is_available()) throw Error("--device cuda: no CUDA device is available");
-        device = torch::Device(torch::kCUDA);
-    } else if (device_name != "cpu") {
-        return usage("--device must be cpu or cuda");
-    }
+    if (r.device_name == "cuda" && !torch::cuda::is_available())
+        throw Error("--device cuda: no CUDA device is available");
+    const torch::Device device(r.device_name == "cuda" ? torch::kCUDA : torch::kCPU);
+    check_context(path, r.prompts, o.max_new_tokens, r.max_context);
 
     const auto t_load = std::chrono::steady_clock::now();
-    const auto m = hf::model_config_of(path);
-    if (tok && tok->vocab_size() > m.vocab_size)
-        throw Error(tokenizer_path + ": its vocabulary (" + std::to_string(tok->vocab_size()) +
-                    ") is larger than the model's (" + std::to_string(m.vocab_size) +
-                    "): not this model's tokenizer");
-    auto weights = hf::is_hf_model_folder(path) ? hf::read_hf_weights(path, m)
-                                                : hf::read_checkpoint_weights(path, m);
-    model::Transformer net(m);
-    {
-        torch::NoGradGuard no_grad;
-        for (auto& param : net->named_parameters()) param.value().copy_(weights.at(param.key()));
-    }
-    weights.clear();
-    net->to(device);
+    auto net = load_model(path, codec, device);
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
     const auto t0 = std::chrono::steady_clock::now();
-    const auto gens = model::generate(net, prompts, o);
+    const auto gens = model::generate(net, r.prompts, o);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     int64_t new_tokens = 0;
-    for (const auto& g : gens) new_tokens += static_cast<int64_t>(g.ids.size());
     for (std::size_t i = 0; i < gens.size(); ++i) {
         const auto& g = gens[i];
+        new_tokens += static_cast<int64_t>(g.ids.size());
         if (p.has("--json")) {
-            nlohmann::json j = {{"prompt_ids", prompts[i]},
-                                {"ids", g.ids},
-                                {"logprobs", g.logprobs},
-                                {"finish_reason", g.finish_reason}};
-            if (has_text) {
-                j["prompt"] = to_text(prompts[i]);
-                j["text"] = to_text(g.ids);
-            }
-            if (p.has("--logits")) {
-                // The training forward's logits at every prompt position: (T, vocab).
-                torch::NoGradGuard no_grad;
-                net->eval();
-                auto ids = torch::tensor(prompts[i]).view({1, -1}).to(device);
-                auto logits = net->forward(ids)[0].to(torch::kFloat64).cpu().contiguous();
-                nlohmann::json rows = nlohmann::json::array();
-                for (int64_t t = 0; t < logits.size(0); ++t) {
-                    const double* row = logits[t].data_ptr<double>();
-                    rows.push_back(std::vector<double>(row, row + logits.size(1)));
-                }
-                j["logits"] = std::move(rows);
-            }
-            std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-        } else if (has_text) {
+            std::cout << generation_json(g, r.prompts[i], codec, p.has("--logits") ? &net : nullptr,
+                                         device)
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                      << "\n";
+        } else if (codec.has_text()) {
             if (gens.size() > 1) std::cout << "--- " << (i + 1) << " ---\n";
-            std::cout << to_text(prompts[i]) << to_text(g.ids) << "\n";
+            std::cout << codec.text(r.prompts[i]) << codec.text(g.ids) << "\n";
         } else {
             for (std::size_t k = 0; k < g.ids.size(); ++k) std::cout << (k ? " " : "") << g.ids[k];
             std::cout << "\n";
@@ -405,7 +491,7 @@ int cmd_generate(const Args& args) {
                               {"seconds", seconds},
                               {"tokens_per_second", seconds > 0 ? new_tokens / seconds : 0.0},
                               {"kv_cache", o.kv_cache},
-                              {"device", device_name}};
+                              {"device", r.device_name}};
     if (p.has("--json"))
         std::cout << nlohmann::json{{"summary", summary}}.dump() << "\n";
     else

@@ -3,6 +3,7 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/run.h"
 #include "engine/config/io.h"
+#include "engine/hf/finetune.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/layout.h"
 #include "engine/train/callbacks/builtin.h"
@@ -24,7 +25,7 @@ bool load_config(const ParsedArgs& p, const char* cmd, config::ExperimentConfig&
         for (const auto& e : p.errors) std::cerr << "lathe-engine " << cmd << ": " << e << "\n";
         return false;
     }
-    auto loaded = config::load(p.spec, p.overrides);
+    auto loaded = hf::load_spec(p.spec, p.overrides);
     if (!loaded.ok()) {
         std::cerr << "lathe-engine " << cmd << ": invalid config " << loaded.origin << ":\n";
         for (const auto& issue : loaded.issues) std::cerr << "  " << issue.to_string() << "\n";

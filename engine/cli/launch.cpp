@@ -7,6 +7,7 @@
 #include "engine/config/io.h"
 #include "engine/config/layout.h"
 #include "engine/distributed/env.h"
+#include "engine/hf/finetune.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
 #include "engine/util/stop_signals.h"
@@ -415,7 +416,7 @@ int cmd_launch(const Args& args) {
     auto p = parse_args(rest, {"--control-socket", "--runs-dir", "--resume-from"});
     auto overrides = p.overrides;
     overrides.push_back("launch.nproc=" + std::to_string(o.nproc * o.nnodes));
-    auto loaded = config::load(p.spec, overrides);
+    auto loaded = hf::load_spec(p.spec, overrides);
     if (!p.errors.empty() || !loaded.ok()) {
         for (const auto& e : p.errors) std::cerr << "lathe-engine launch: " << e << "\n";
         for (const auto& i : loaded.issues) std::cerr << "  " << i.to_string() << "\n";

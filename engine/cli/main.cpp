@@ -13,7 +13,9 @@ namespace {
 const char* kUsage = R"(usage: lathe-engine COMMAND [ARGS]
 
 Commands:
-  train [CONFIG] [a.b=value ...]     train (CONFIG is a JSON/YAML file or a preset; default: tiny)
+  train [CONFIG] [a.b=value ...]     train (CONFIG is a JSON/YAML file, a preset (default: tiny),
+                                     or a Hugging Face model folder to fine-tune: its model,
+                                     weights and tokenizer, with dataset.paths to give)
         [--resume-from CKPT]         continue from exactly this checkpoint (newer ones set aside)
         [--control-socket PATH]      connect to a GUI (docs/protocol.md)
   launch --nproc N [CONFIG] [...]    run N ranks on this node, like torchrun (N = gpu: one per GPU;
@@ -21,17 +23,19 @@ Commands:
   bench [CONFIG] [--steps N]         time N training steps; prints one JSON line
   inspect [--verify] PATH            describe a checkpoint, or the checkpoints of a run folder;
                                      --verify reads every file and checks each tensor's CRC-32C
-  export CKPT OUT_DIR                write a Hugging Face Olmo2ForCausalLM folder (config.json,
+  export CKPT OUT_DIR                write a Hugging Face folder of the model's family (config.json,
         [--dtype float32|bfloat16]   model.safetensors, shards past --max-shard-size, default 5GB)
         [--max-shard-size SIZE]
-  import HF_DIR OUT_CKPT             a model-only Lathe checkpoint from an Olmo2ForCausalLM folder
-                                     (or use trainer.load_path=HF_DIR directly)
+  import HF_DIR OUT_CKPT             a model-only Lathe checkpoint from a Hugging Face folder (Olmo2,
+                                     Olmo3, Llama, Qwen2, Qwen3; or use trainer.load_path=HF_DIR)
   generate MODEL --prompt TEXT       generate from a checkpoint, a run folder's newest checkpoint or
         [--prompt-ids 1,2,3] ...     a Hugging Face folder: --max-new-tokens N, --temperature T
                                      (0 = greedy), --top-k K, --top-p P, --seed S, --stop TEXT,
                                      --tokenizer FILE (text for any model; EOS stops),
                                      --device cpu|cuda, --no-kv-cache, --json (--logits:
-                                     the forward's logits over each prompt)
+                                     the forward's logits over each prompt); prompt plus new
+                                     tokens past the model's context are refused unless
+                                     --max-context N allows them
   tokenizer info|encode|decode FILE  a Hugging Face tokenizer.json (byte-level BPE) or a
                                      SentencePiece model: --text T or --jsonl PATH to encode,
                                      --ids 1,2,3 to decode

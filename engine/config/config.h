@@ -31,6 +31,8 @@ LATHE_ENUM(CheckpointRemovalStrategy, ephemeral_only, all_non_permanent, never)
 LATHE_ENUM(DeviceKind, auto_, cpu, cuda)
 LATHE_ENUM(StabilityAction, warn, skip, stop)
 LATHE_ENUM(LogFilterType, rank0_only, local_rank0_only, all_ranks)
+LATHE_ENUM(BlockName, default_, reordered_norm)
+LATHE_ENUM(RoPEScalingName, none, pi, stepwise, yarn)
 
 /// A length of training: a number of steps, tokens or epochs. JSON: {"value": 100, "unit": "steps"}
 /// or the shorthand "100steps", "2epochs", "5e6tokens".
@@ -78,7 +80,6 @@ struct StepSkipRange {
     }
 };
 
-/// OLMo2-style decoder-only transformer.
 /// Fused operations of the model on a GPU (issue 30's fusions), each beside its reference path:
 /// off runs the reference ops everywhere; on uses the fused kernel where ATen (or Lathe) has one
 /// for the device, and the reference ops elsewhere.
@@ -99,6 +100,77 @@ struct FusedOpsConfig {
     }
 };
 
+/// RoPE scaling for contexts past the trained length, as OLMo-core's RoPEScalingConfig subclasses
+/// (and transformers' rope_scaling): pi = PIRoPEScalingConfig ("linear"), stepwise =
+/// StepwiseRoPEScalingConfig ("llama3"), yarn = YaRNRoPEScalingConfig ("yarn"). OLMo-core's ABF is
+/// model.rope_theta itself.
+struct RoPEScalingConfig {
+    RoPEScalingName name = RoPEScalingName::none;
+    double factor = 8.0;
+    double low_freq_proportion = 0.0;
+    double high_freq_proportion = 0.25;
+    int64_t old_context_len = 8192;
+    double beta_fast = 32.0;
+    double beta_slow = 1.0;
+    std::optional<double> attention_rescale_factor;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("name", name,
+                {"none; pi (positions / factor, transformers' \"linear\"); stepwise (Llama 3's "
+                 "banded frequencies, \"llama3\"); yarn.",
+                 {}});
+        v.field("factor", factor,
+                {"Context expansion factor (pi, stepwise, yarn).", Bounds::at_least(1)});
+        v.field("low_freq_proportion", low_freq_proportion,
+                {"stepwise: 1 - 1/low_freq_factor; wavelengths past old_context_len / "
+                 "low_freq_factor are divided by factor.",
+                 Bounds::between(0, 0.999999)});
+        v.field("high_freq_proportion", high_freq_proportion,
+                {"stepwise: 1/high_freq_factor; wavelengths under old_context_len / "
+                 "high_freq_factor are kept.",
+                 Bounds::between(1e-6, 1)});
+        v.field("old_context_len", old_context_len,
+                {"Context length the model was trained at (transformers' "
+                 "original_max_position_embeddings).",
+                 Bounds::at_least(1)});
+        v.field("beta_fast", beta_fast,
+                {"yarn: rotations where extrapolation ends.", Bounds::positive()});
+        v.field("beta_slow", beta_slow,
+                {"yarn: rotations where interpolation begins.", Bounds::positive()});
+        v.field("attention_rescale_factor", attention_rescale_factor,
+                {"Multiplies cos and sin; null means 1, and 0.1*ln(factor)+1 for yarn.",
+                 Bounds::positive()});
+    }
+};
+
+/// Sliding-window attention per layer, as OLMo-core's SlidingWindowAttentionConfig: layer i (after
+/// the forced full layers) uses pattern[i % size] as its window, -1 meaning full attention. A
+/// window of W lets each token see itself and the W - 1 tokens before it.
+struct SlidingWindowConfig {
+    std::vector<int64_t> pattern;
+    bool force_full_attention_on_first_layer = true;
+    bool force_full_attention_on_last_layer = true;
+
+    bool enabled() const { return !pattern.empty(); }
+    /// The window of layer `i` of `n_layers`; -1 for full attention.
+    int64_t window(int64_t i, int64_t n_layers) const;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("pattern", pattern,
+                {"Window sizes repeated over the layers (-1: full attention); empty: off. OLMo3 "
+                 "uses [4096, 4096, 4096, -1].",
+                 {}});
+        v.field("force_full_attention_on_first_layer", force_full_attention_on_first_layer,
+                {"Layer 0 attends fully; the pattern starts at layer 1.", {}});
+        v.field("force_full_attention_on_last_layer", force_full_attention_on_last_layer,
+                {"The last layer attends fully.", {}});
+    }
+};
+
+/// Decoder-only transformer, as OLMo-core's TransformerConfig.llama_like builds it: OLMo2/OLMo3
+/// (reordered_norm, QK-norm) and Llama/Qwen (default pre-norm block) are configurations of it.
 struct ModelConfig {
     int64_t d_model = 64;
     int64_t n_layers = 2;
@@ -109,8 +181,14 @@ struct ModelConfig {
     std::optional<double> hidden_size_multiplier;
     int64_t hidden_size_multiple_of = 256;
     double rope_theta = 500000.0;
+    RoPEScalingConfig rope_scaling;
     double layer_norm_eps = 1e-6;
+    BlockName block_name = BlockName::reordered_norm;
     bool qk_norm = true;
+    bool use_head_qk_norm = false;
+    bool qkv_bias = false;
+    bool tie_word_embeddings = false;
+    SlidingWindowConfig sliding_window;
     double init_std = 0.02;
     int64_t init_seed = 0;
     DType dtype = DType::float32;
@@ -142,9 +220,26 @@ struct ModelConfig {
             {"The SwiGLU hidden size is rounded up to a multiple of this.", Bounds::at_least(1)});
         v.field("rope_theta", rope_theta,
                 {"Base of the rotary position embedding frequencies.", Bounds::positive()});
+        v.field("rope_scaling", rope_scaling,
+                {"RoPE scaling for longer contexts (Llama 3's stepwise, YaRN, PI).", {}});
         v.field("layer_norm_eps", layer_norm_eps,
                 {"Epsilon of every RMSNorm.", Bounds::positive()});
-        v.field("qk_norm", qk_norm, {"RMSNorm on the projected queries and keys (OLMo2).", {}});
+        v.field("block_name", block_name,
+                {"reordered_norm (OLMo2/3): h = x + norm(attn(x)); default (Llama, Qwen): "
+                 "pre-norm, h = x + attn(norm(x)).",
+                 {}});
+        v.field("qk_norm", qk_norm,
+                {"RMSNorm on the projected queries and keys (OLMo2/3, Qwen3).", {}});
+        v.field("use_head_qk_norm", use_head_qk_norm,
+                {"QK-norm per head over head_dim (Qwen3) instead of over the whole projection "
+                 "(OLMo2/3).",
+                 {}});
+        v.field("qkv_bias", qkv_bias,
+                {"Biases on the query, key and value projections (Qwen2).", {}});
+        v.field("tie_word_embeddings", tie_word_embeddings,
+                {"The LM head reuses the embedding table (Llama 3.2 1B/3B, Qwen3 0.6B-4B).", {}});
+        v.field("sliding_window", sliding_window,
+                {"Sliding-window attention per layer (OLMo3).", {}});
         v.field("init_std", init_std,
                 {"Std of the truncated-normal weight init (cut at 3 std).", Bounds::positive()});
         v.field("init_seed", init_seed,
@@ -158,6 +253,7 @@ struct ModelConfig {
 struct DatasetConfig {
     DataSource source = DataSource::builtin;
     std::vector<std::string> paths;
+    std::vector<std::string> label_mask_paths;
     TokenDType token_dtype = TokenDType::uint16;
     int64_t sequence_length = 64;
     int64_t builtin_tokens = 2000000;
@@ -181,6 +277,13 @@ struct DatasetConfig {
         v.field("paths", paths,
                 {"Files or folders for the text and numpy sources. A numpy folder made by "
                  "`lathe-engine prepare-data` gives its manifest.json's shards and dtype.",
+                 {},
+                 "path"});
+        v.field("label_mask_paths", label_mask_paths,
+                {"numpy source: boolean label masks beside the token files (OLMo-core's "
+                 "label_mask_paths), one per entry of paths, in order, each a file with one byte "
+                 "per token; a 0 byte keeps that token out of the loss (its label becomes "
+                 "train_module.label_ignore_index). Empty: every token is trained on.",
                  {},
                  "path"});
         v.field("token_dtype", token_dtype,

@@ -145,17 +145,10 @@ void check_schedule(const ScheduleParams& p, const std::string& at, const std::v
     }
 }
 
-}  // namespace
-
-std::vector<Issue> check_consistency(const ExperimentConfig& c) {
-    std::vector<Issue> out;
-    auto add = [&](std::string path, std::string msg) {
-        out.push_back({std::move(path), std::move(msg)});
-    };
+// The model's shapes and the features that constrain each other or the layout.
+void check_model(const ExperimentConfig& c, const Add& add) {
     const auto& m = c.model;
     const auto& tm = c.train_module;
-    const int64_t seq = c.dataset.sequence_length;
-
     if (!m.head_dim && m.d_model % m.n_heads != 0) {
         add("model.n_heads", "d_model (" + std::to_string(m.d_model) +
                                  ") must be divisible by n_heads (" + std::to_string(m.n_heads) +
@@ -170,11 +163,45 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
                                     ") must be divisible by n_kv_heads (" +
                                     std::to_string(*m.n_kv_heads) + ")");
     }
+    if (m.use_head_qk_norm && !m.qk_norm)
+        add("model.use_head_qk_norm",
+            "needs model.qk_norm (there is no QK-norm to apply per head)");
+    for (std::size_t i = 0; i < m.sliding_window.pattern.size(); ++i) {
+        const auto w = m.sliding_window.pattern[i];
+        if (w != -1 && w < 1)
+            add("model.sliding_window.pattern[" + std::to_string(i) + "]",
+                "a window must be at least 1 token, or -1 for full attention (got " +
+                    std::to_string(w) + ")");
+    }
+    if (m.tie_word_embeddings && tm.dp_config.name != DataParallelType::ddp)
+        add("model.tie_word_embeddings",
+            "tied embeddings train with DDP (train_module.dp_config.name ddp), not " +
+                enum_to_string(tm.dp_config.name) +
+                ": the embedding table and the LM head would be sharded apart");
+    if (m.tie_word_embeddings && tm.tp_config.degree > 1)
+        add("model.tie_word_embeddings",
+            "tied embeddings cannot be split by tensor parallelism "
+            "(train_module.tp_config.degree 1)");
+}
+
+// The tokens: source, vocabulary, label masks and the sampler's prompts.
+void check_data(const ExperimentConfig& c, const Add& add) {
+    const auto& m = c.model;
     if ((c.dataset.source == DataSource::builtin || c.dataset.source == DataSource::text) &&
         m.vocab_size < 256) {
         add("model.vocab_size", "must be >= 256 for the " + enum_to_string(c.dataset.source) +
                                     " source, whose tokens are bytes (got " +
                                     std::to_string(m.vocab_size) + ")");
+    }
+    if (!c.dataset.label_mask_paths.empty()) {
+        if (c.dataset.source != DataSource::numpy)
+            add("dataset.label_mask_paths",
+                "only for the numpy source (source is " + enum_to_string(c.dataset.source) + ")");
+        else if (c.dataset.label_mask_paths.size() != c.dataset.paths.size())
+            add("dataset.label_mask_paths",
+                std::to_string(c.dataset.label_mask_paths.size()) + " mask file(s) for " +
+                    std::to_string(c.dataset.paths.size()) +
+                    " token file(s) in dataset.paths: give one per token file, in the same order");
     }
     if (c.dataset.source == DataSource::numpy && c.dataset.token_dtype == TokenDType::uint16 &&
         m.vocab_size > 65536) {
@@ -204,7 +231,11 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
                 }
         }
     }
+}
 
+// The optimizer's groups, the schedule that scales their LRs, and the evaluator's data.
+void check_optim(const ExperimentConfig& c, const Add& add) {
+    const auto& tm = c.train_module;
     // The optimizer's groups and the schedule that scales their LRs.
     std::vector<double> lrs{tm.optim.lr};
     for (std::size_t i = 0; i < tm.optim.group_overrides.size(); ++i) {
@@ -216,7 +247,6 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
         if (g.lr) lrs.push_back(*g.lr);
     }
     const auto& sch = tm.scheduler;
-    const Add add_fn = add;
     if (sch.name == SchedulerName::sequential) {
         const std::string at = "train_module.scheduler.";
         if (sch.schedulers.empty()) {
@@ -233,11 +263,11 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
                 add(sat + "name", "a sequential schedule cannot hold another sequential one");
                 continue;
             }
-            check_schedule(sch.schedulers[i], sat, lrs, add_fn);
+            check_schedule(sch.schedulers[i], sat, lrs, add);
         }
-        check_override_decay(sch.override_decay, at, add_fn);
+        check_override_decay(sch.override_decay, at, add);
     } else {
-        check_schedule(sch, "train_module.scheduler.", lrs, add_fn);
+        check_schedule(sch, "train_module.scheduler.", lrs, add);
     }
 
     const auto& eval = c.trainer.callbacks.lm_evaluator;
@@ -246,6 +276,87 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
             "the evaluator needs held-out data: set dataset.validation_fraction (for example "
             "0.02), or disable the evaluator");
     }
+}
+
+// Activation checkpointing: each mode's fields, and only those.
+void check_activation_checkpointing(const ExperimentConfig& c, const Add& add) {
+    const auto& ac = c.train_module.ac_config;
+    const std::string p = "train_module.ac_config.";
+    const int64_t n = c.model.n_layers;
+    const bool blocks_mode = ac.mode == ActivationCheckpointingMode::selected_blocks;
+    const bool modules_mode = ac.mode == ActivationCheckpointingMode::selected_modules;
+    if (!blocks_mode && (ac.block_interval || !ac.blocks.empty()))
+        add(p + (ac.block_interval ? "block_interval" : "blocks"),
+            "only for mode selected_blocks (mode is " + enum_to_string(ac.mode) + ")");
+    if (!modules_mode && !ac.modules.empty())
+        add(p + "modules",
+            "only for mode selected_modules (mode is " + enum_to_string(ac.mode) + ")");
+    if (blocks_mode && !ac.block_interval == ac.blocks.empty())
+        add(p + "blocks", "selected_blocks takes block_interval or blocks (one of them)");
+    for (std::size_t i = 0; i < ac.blocks.size(); ++i)
+        if (ac.blocks[i] < 0 || ac.blocks[i] >= n)
+            add(p + "blocks[" + std::to_string(i) + "]",
+                "block " + std::to_string(ac.blocks[i]) +
+                    " does not exist (model.n_layers = " + std::to_string(n) + ")");
+    if (modules_mode && ac.modules.empty())
+        add(p + "modules", "selected_modules needs patterns, e.g. [\"blocks.*.feed_forward\"]");
+    for (std::size_t i = 0; i < ac.modules.size(); ++i) {
+        bool matched = false;
+        for (int64_t b = 0; b < n && !matched; ++b)
+            for (const char* module : {"attention", "feed_forward"})
+                matched = matched ||
+                          glob_matches(ac.modules[i], "blocks." + std::to_string(b) + "." + module);
+        if (!matched)
+            add(p + "modules[" + std::to_string(i) + "]",
+                "'" + ac.modules[i] +
+                    "' matches no module (they are blocks.{i}.attention and "
+                    "blocks.{i}.feed_forward)");
+    }
+}
+
+// The files the data and tokenizer come from.
+void check_files(const ExperimentConfig& c, const Add& add) {
+    if (c.dataset.tokenizer) {
+        std::error_code ec;
+        if (c.dataset.source != DataSource::numpy)
+            add("dataset.tokenizer", "the " + enum_to_string(c.dataset.source) +
+                                         " source's tokens are bytes; a tokenizer belongs to "
+                                         "numpy token files");
+        else if (!std::filesystem::is_regular_file(*c.dataset.tokenizer, ec))
+            add("dataset.tokenizer", "no such file: " + *c.dataset.tokenizer);
+    }
+    if (c.dataset.source != DataSource::builtin) {
+        if (c.dataset.paths.empty()) {
+            add("dataset.paths", "the " + enum_to_string(c.dataset.source) +
+                                     " source needs at least one file or folder");
+        }
+        namespace fs = std::filesystem;
+        for (std::size_t i = 0; i < c.dataset.paths.size(); ++i) {
+            const auto& p = c.dataset.paths[i];
+            std::error_code ec;
+            std::string where = "dataset.paths[" + std::to_string(i) + "]";
+            if (!fs::exists(p, ec)) {
+                add(where, "no such file or folder: " + p);
+            } else if (fs::is_regular_file(p, ec)) {
+                std::ifstream f(p, std::ios::binary);
+                if (!f) add(where, "cannot read " + p);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<Issue> check_consistency(const ExperimentConfig& c) {
+    std::vector<Issue> out;
+    const Add add = [&](std::string path, std::string msg) {
+        out.push_back({std::move(path), std::move(msg)});
+    };
+    const auto& tm = c.train_module;
+    const int64_t seq = c.dataset.sequence_length;
+    check_model(c, add);
+    check_data(c, add);
+    check_optim(c, add);
 
     if (seq > tm.max_sequence_length) {
         add("dataset.sequence_length", "must be <= train_module.max_sequence_length (" +
@@ -313,69 +424,8 @@ std::vector<Issue> check_consistency(const ExperimentConfig& c) {
                 (tm.dp_config.num_replicas ? "num_replicas" : "shard_degree"),
             "only for name hsdp (name is " + enum_to_string(tm.dp_config.name) + ")");
 
-    {
-        // Activation checkpointing: each mode's fields, and only those.
-        const auto& ac = c.train_module.ac_config;
-        const std::string p = "train_module.ac_config.";
-        const int64_t n = c.model.n_layers;
-        const bool blocks_mode = ac.mode == ActivationCheckpointingMode::selected_blocks;
-        const bool modules_mode = ac.mode == ActivationCheckpointingMode::selected_modules;
-        if (!blocks_mode && (ac.block_interval || !ac.blocks.empty()))
-            add(p + (ac.block_interval ? "block_interval" : "blocks"),
-                "only for mode selected_blocks (mode is " + enum_to_string(ac.mode) + ")");
-        if (!modules_mode && !ac.modules.empty())
-            add(p + "modules",
-                "only for mode selected_modules (mode is " + enum_to_string(ac.mode) + ")");
-        if (blocks_mode && !ac.block_interval == ac.blocks.empty())
-            add(p + "blocks", "selected_blocks takes block_interval or blocks (one of them)");
-        for (std::size_t i = 0; i < ac.blocks.size(); ++i)
-            if (ac.blocks[i] < 0 || ac.blocks[i] >= n)
-                add(p + "blocks[" + std::to_string(i) + "]",
-                    "block " + std::to_string(ac.blocks[i]) +
-                        " does not exist (model.n_layers = " + std::to_string(n) + ")");
-        if (modules_mode && ac.modules.empty())
-            add(p + "modules", "selected_modules needs patterns, e.g. [\"blocks.*.feed_forward\"]");
-        for (std::size_t i = 0; i < ac.modules.size(); ++i) {
-            bool matched = false;
-            for (int64_t b = 0; b < n && !matched; ++b)
-                for (const char* module : {"attention", "feed_forward"})
-                    matched = matched || glob_matches(ac.modules[i],
-                                                      "blocks." + std::to_string(b) + "." + module);
-            if (!matched)
-                add(p + "modules[" + std::to_string(i) + "]",
-                    "'" + ac.modules[i] +
-                        "' matches no module (they are blocks.{i}.attention and "
-                        "blocks.{i}.feed_forward)");
-        }
-    }
-
-    if (c.dataset.tokenizer) {
-        std::error_code ec;
-        if (c.dataset.source != DataSource::numpy)
-            add("dataset.tokenizer", "the " + enum_to_string(c.dataset.source) +
-                                         " source's tokens are bytes; a tokenizer belongs to "
-                                         "numpy token files");
-        else if (!std::filesystem::is_regular_file(*c.dataset.tokenizer, ec))
-            add("dataset.tokenizer", "no such file: " + *c.dataset.tokenizer);
-    }
-    if (c.dataset.source != DataSource::builtin) {
-        if (c.dataset.paths.empty()) {
-            add("dataset.paths", "the " + enum_to_string(c.dataset.source) +
-                                     " source needs at least one file or folder");
-        }
-        namespace fs = std::filesystem;
-        for (std::size_t i = 0; i < c.dataset.paths.size(); ++i) {
-            const auto& p = c.dataset.paths[i];
-            std::error_code ec;
-            std::string where = "dataset.paths[" + std::to_string(i) + "]";
-            if (!fs::exists(p, ec)) {
-                add(where, "no such file or folder: " + p);
-            } else if (fs::is_regular_file(p, ec)) {
-                std::ifstream f(p, std::ios::binary);
-                if (!f) add(where, "cannot read " + p);
-            }
-        }
-    }
+    check_activation_checkpointing(c, add);
+    check_files(c, add);
     return out;
 }
 

@@ -69,11 +69,15 @@ MemoryEstimate estimate_training_memory(const ExperimentConfig& cfg, int64_t wor
     const Count q = Count{m.n_heads} * hd, kv = Count{m.kv_heads()} * hd;
     const int64_t h = m.hidden_size();  // saturates at kMaxCount
     const Count hidden{h, h == kMaxCount};
-    // As engine/model/transformer.cpp builds it: attention (no biases, QK-norm over all heads),
-    // two RMSNorms and the SwiGLU feed-forward per block; embeddings, final norm and LM head.
-    const Count per_block = d * q + Count{2} * d * kv + q * d + (m.qk_norm ? q + kv : Count{}) +
-                            Count{2} * d + Count{3} * d * hidden;
-    const Count parameters = v * d + Count{m.n_layers} * per_block + d + d * v;
+    // As engine/model/transformer.cpp builds it: attention (optional q/k/v biases, QK-norm over
+    // all heads or per head), two RMSNorms and the SwiGLU feed-forward per block; embeddings,
+    // final norm and LM head (none of its own when tied to the embeddings).
+    const Count qk_norm = !m.qk_norm ? Count{} : m.use_head_qk_norm ? Count{2} * hd : q + kv;
+    const Count per_block = d * q + Count{2} * d * kv + q * d + qk_norm +
+                            (m.qkv_bias ? q + Count{2} * kv : Count{}) + Count{2} * d +
+                            Count{3} * d * hidden;
+    const Count parameters =
+        v * d + Count{m.n_layers} * per_block + d + (m.tie_word_embeddings ? Count{} : d * v);
     MemoryEstimate e;
     e.parameters = parameters.value;
     e.saturated = parameters.saturated;

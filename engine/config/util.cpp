@@ -119,4 +119,13 @@ int64_t ModelConfig::hidden_size() const {
     return rounded;
 }
 
+int64_t SlidingWindowConfig::window(int64_t i, int64_t n_layers) const {
+    if (pattern.empty()) return -1;
+    if (force_full_attention_on_first_layer && i == 0) return -1;
+    if (force_full_attention_on_last_layer && i == n_layers - 1) return -1;
+    const int64_t k = force_full_attention_on_first_layer ? i - 1 : i;
+    const auto n = static_cast<int64_t>(pattern.size());
+    return pattern[static_cast<std::size_t>(((k % n) + n) % n)];
+}
+
 }  // namespace lathe::config

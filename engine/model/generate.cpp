@@ -27,40 +27,44 @@ torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch
 }
 
 // The new positions `ids` (B, T) through every block, with `cache` holding the earlier ones.
-// `positions` (B, T): RoPE positions; `mask` (B, 1, T, S): which keys each query may see. Returns
-// the hidden state of the last position after the final norm and LM head: (B, vocab).
+// `positions` (B, T): RoPE positions; `mask` (B, 1, T, S): which keys each query may see;
+// `slots_q` (1, T) and `slots_k` (1, 1, S): the slots of the queries and keys, for sliding
+// windows. Returns the logits of the last position: (B, vocab).
 // `max_positions`: the RoPE tables cover this many positions, so they are computed once.
 torch::Tensor forward_step(TransformerImpl& m, const torch::Tensor& ids,
                            const torch::Tensor& positions, const torch::Tensor& mask,
+                           const torch::Tensor& slots_q, const torch::Tensor& slots_k,
                            std::vector<LayerCache>& cache, int64_t max_positions) {
     const int64_t B = ids.size(0), T = ids.size(1);
     const int64_t head_dim = m.cfg.resolved_head_dim();
     auto [cos_table, sin_table] = m.rope->tables(max_positions, ids.device());
     auto cos = cos_table.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim});
     auto sin = sin_table.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim});
+    auto rotate = [&](const torch::Tensor& q, const torch::Tensor& k) {
+        return std::make_pair(rope(q, cos, sin), rope(k, cos, sin));
+    };
     auto x = m.embeddings(ids);
     for (std::size_t l = 0; l < m.blocks->size(); ++l) {
         auto b = m.blocks[l]->as<BlockImpl>();
         auto& a = *b->attention;
-        auto q = a.w_q(x), k = a.w_k(x), v = a.w_v(x);
-        if (a.q_norm) {
-            q = a.q_norm(q);
-            k = a.k_norm(k);
-        }
-        q = rope(q.view({B, T, a.n_heads, head_dim}), cos, sin).transpose(1, 2);
-        k = rope(k.view({B, T, a.n_kv_heads, head_dim}), cos, sin).transpose(1, 2);
-        v = v.view({B, T, a.n_kv_heads, head_dim}).transpose(1, 2);
         auto& c = cache[l];
-        c.k = c.k.defined() ? torch::cat({c.k, k}, 2) : k;
-        c.v = c.v.defined() ? torch::cat({c.v, v}, 2) : v;
-        auto att = at::scaled_dot_product_attention(q, c.k, c.v, mask, 0.0, /*is_causal=*/false,
-                                                    std::nullopt, a.n_kv_heads != a.n_heads);
-        att = att.transpose(1, 2).reshape({B, T, a.n_heads * head_dim});
-        auto h = x + b->attention_norm(a.w_out(att));
-        x = h + b->feed_forward_norm(b->feed_forward(h));
+        auto attend = [&](const torch::Tensor& in) {
+            auto [q, k, v] = a.qkv(in, rotate);
+            // Keys and values stay at kv_heads: SDPA shares each among its query heads.
+            c.k = c.k.defined() ? torch::cat({c.k, k}, 2) : k;
+            c.v = c.v.defined() ? torch::cat({c.v, v}, 2) : v;
+            auto layer_mask = mask;
+            if (a.window > 0)  // slots and positions differ by the row's padding only
+                layer_mask = mask & (slots_k > slots_q.view({1, T, 1}) - a.window).unsqueeze(1);
+            auto att = at::scaled_dot_product_attention(q, c.k, c.v, layer_mask, 0.0,
+                                                        /*is_causal=*/false, std::nullopt,
+                                                        a.n_kv_heads != a.n_heads);
+            return a.output(att);
+        };
+        x = b->feed_forward_residual(b->attention_residual(x, attend));
     }
     auto last = x.select(1, T - 1);
-    return m.lm_head(m.lm_head_norm(last)).to(torch::kFloat32);
+    return m.project_to_vocab(m.lm_head_norm(last)).to(torch::kFloat32);
 }
 
 int64_t sample(const torch::Tensor& logits, const GenerateOptions& o, at::Generator& gen) {
@@ -151,8 +155,9 @@ std::vector<Generation> generate(Transformer& model,
         // row of the softmax is empty.
         auto mask = (slots_k <= slots_q.view({1, T, 1})) & (slots_k >= pad_t.view({B, 1, 1}));
         mask = mask | (slots_k == slots_q.view({1, T, 1}));
-        auto logits = forward_step(m, ids, positions, mask.unsqueeze(1).to(device), cache,
-                                   P + o.max_new_tokens);
+        auto logits =
+            forward_step(m, ids, positions, mask.unsqueeze(1).to(device), slots_q.to(device),
+                         slots_k.to(device), cache, P + o.max_new_tokens);
         cached = S;
         logits = logits.cpu();
         // A padded vocabulary's extra rows are never chosen: no tokenizer could decode them.

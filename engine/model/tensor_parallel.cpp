@@ -80,13 +80,17 @@ torch::Tensor max_over_tp(const torch::Tensor& x, const dist::Group& group) {
     return t;
 }
 
-std::optional<int64_t> tp_shard_dim(const std::string& name, bool loss_parallel) {
-    // Linear weights are (out_features, in_features): column-parallel splits dim 0, row-parallel
-    // dim 1.
+std::optional<int64_t> tp_shard_dim(const std::string& name, bool loss_parallel,
+                                    bool head_qk_norm) {
+    // Linear weights are (out_features, in_features): column-parallel splits dim 0 (and the
+    // biases with it), row-parallel dim 1.
+    if (!head_qk_norm && (ends_with(name, ".attention.q_norm.weight") ||
+                          ends_with(name, ".attention.k_norm.weight")))
+        return 0;
     for (const char* column :
          {".attention.w_q.weight", ".attention.w_k.weight", ".attention.w_v.weight",
-          ".attention.q_norm.weight", ".attention.k_norm.weight", ".feed_forward.w1.weight",
-          ".feed_forward.w3.weight"})
+          ".attention.w_q.bias", ".attention.w_k.bias", ".attention.w_v.bias",
+          ".feed_forward.w1.weight", ".feed_forward.w3.weight"})
         if (ends_with(name, column)) return 0;
     for (const char* row : {".attention.w_out.weight", ".feed_forward.w2.weight"})
         if (ends_with(name, row)) return 1;

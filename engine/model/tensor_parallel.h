@@ -39,8 +39,9 @@ struct TensorParallelSlice {
 
 /// The dimension along which the parameter `name` (e.g. "blocks.0.attention.w_q.weight") is split
 /// under tensor parallelism; nullopt for a replicated one. The LM head is split only with
-/// loss_parallel.
-std::optional<int64_t> tp_shard_dim(const std::string& name, bool loss_parallel);
+/// loss_parallel; per-head QK-norm weights (head_qk_norm) are replicated.
+std::optional<int64_t> tp_shard_dim(const std::string& name, bool loss_parallel,
+                                    bool head_qk_norm = false);
 
 /// Embedding lookup in a vocabulary slice starting at `vocab_start`: rows outside it are zero on
 /// this rank, and the sum over the group is the whole lookup.

@@ -36,8 +36,71 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
     return (normed * weight.to(torch::kFloat32)).to(x.scalar_type());
 }
 
-RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta)
-    : head_dim_(head_dim), theta_(theta) {}
+namespace {
+
+// The inverse frequencies of OLMo-core's RoPEScalingConfig subclasses (rope.py), which equal
+// transformers' rope_init_fn for "linear", "llama3" and "yarn" (modeling_rope_utils.py).
+std::vector<double> scaled_inv_freq(int64_t dim, double theta, const config::RoPEScalingConfig& s,
+                                    double& attention_factor) {
+    using Name = config::RoPEScalingName;
+    std::vector<double> f(static_cast<std::size_t>(dim / 2));
+    for (std::size_t i = 0; i < f.size(); ++i)
+        f[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(dim));
+    attention_factor = s.attention_rescale_factor.value_or(1.0);
+    const double pi = 3.14159265358979323846;
+    switch (s.name) {
+        case Name::none:
+            attention_factor = 1.0;
+            break;
+        case Name::pi:
+            for (auto& x : f) x /= s.factor;
+            break;
+        case Name::stepwise: {
+            const double low_ff = 1.0 / (1.0 - s.low_freq_proportion);
+            const double high_ff = 1.0 / s.high_freq_proportion;
+            const double old = static_cast<double>(s.old_context_len);
+            const double low_band = old / low_ff, high_band = old / high_ff;
+            for (auto& x : f) {
+                const double wavelen = 2 * pi / x;
+                if (wavelen > low_band) {
+                    x /= s.factor;
+                } else if (wavelen >= high_band && high_ff != low_ff) {
+                    const double w = (old / wavelen - low_ff) / (high_ff - low_ff);
+                    x = (1 - w) * x / s.factor + w * x;
+                }
+            }
+            break;
+        }
+        case Name::yarn: {
+            auto dim_from_rot = [&](double rotations) {
+                return static_cast<double>(dim) *
+                       std::log(static_cast<double>(s.old_context_len) / (rotations * 2.0 * pi)) /
+                       (2.0 * std::log(theta));
+            };
+            const double low = std::max(std::floor(dim_from_rot(s.beta_fast)), 0.0);
+            const double high =
+                std::min(std::ceil(dim_from_rot(s.beta_slow)), static_cast<double>(dim - 1));
+            const double span = std::max(high - low, 1e-3);
+            for (std::size_t i = 0; i < f.size(); ++i) {
+                const double ramp = std::clamp((static_cast<double>(i) - low) / span, 0.0, 1.0);
+                f[i] = f[i] / s.factor * ramp + f[i] * (1.0 - ramp);
+            }
+            if (!s.attention_rescale_factor)
+                attention_factor = s.factor > 1 ? 0.1 * std::log(s.factor) + 1.0 : 1.0;
+            break;
+        }
+    }
+    return f;
+}
+
+}  // namespace
+
+RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta,
+                                 const config::RoPEScalingConfig& scaling)
+    : head_dim_(head_dim) {
+    // In the body: attention_factor_'s own initialiser would run after inv_freq_'s.
+    inv_freq_ = scaled_inv_freq(head_dim, theta, scaling, attention_factor_);
+}
 
 std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::tables(int64_t seq_len,
                                                                 const torch::Device& device) {
@@ -45,13 +108,12 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::tables(int64_t seq_len,
         torch::NoGradGuard no_grad;
         auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
         // Double precision for the angles, then fp32 tables: positions up to 1e5+ stay accurate.
-        auto inv_freq = 1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, torch::kFloat64) /
-                                                     static_cast<double>(head_dim_));
+        auto inv_freq = torch::tensor(inv_freq_, torch::kFloat64);
         auto pos = torch::arange(seq_len, torch::kFloat64);
         auto freqs = torch::outer(pos, inv_freq);
         auto emb = torch::cat({freqs, freqs}, -1);
-        cos_ = emb.cos().to(opts);
-        sin_ = emb.sin().to(opts);
+        cos_ = (emb.cos() * attention_factor_).to(opts);
+        sin_ = (emb.sin() * attention_factor_).to(opts);
     }
     return {cos_.narrow(0, 0, seq_len), sin_.narrow(0, 0, seq_len)};
 }
@@ -77,45 +139,91 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tens
     return {q_out.to(q.scalar_type()), k_out.to(k.scalar_type())};
 }
 
-AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope_)
-    : n_heads(c.n_heads),
+AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope_,
+                             int64_t layer)
+    : head_qk_norm(c.use_head_qk_norm),
+      window(c.sliding_window.window(layer, c.n_layers)),
+      n_heads(c.n_heads),
       n_kv_heads(c.kv_heads()),
       head_dim(c.resolved_head_dim()),
       rope(std::move(rope_)) {
-    auto lin = [](int64_t in, int64_t out) {
-        return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+    auto lin = [](int64_t in, int64_t out, bool bias) {
+        return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
     };
-    w_q = register_module("w_q", lin(c.d_model, n_heads * head_dim));
-    w_k = register_module("w_k", lin(c.d_model, n_kv_heads * head_dim));
-    w_v = register_module("w_v", lin(c.d_model, n_kv_heads * head_dim));
-    w_out = register_module("w_out", lin(n_heads * head_dim, c.d_model));
+    w_q = register_module("w_q", lin(c.d_model, n_heads * head_dim, c.qkv_bias));
+    w_k = register_module("w_k", lin(c.d_model, n_kv_heads * head_dim, c.qkv_bias));
+    w_v = register_module("w_v", lin(c.d_model, n_kv_heads * head_dim, c.qkv_bias));
+    w_out = register_module("w_out", lin(n_heads * head_dim, c.d_model, false));
     if (c.qk_norm) {
-        q_norm = register_module("q_norm", RMSNorm(n_heads * head_dim, c.layer_norm_eps));
-        k_norm = register_module("k_norm", RMSNorm(n_kv_heads * head_dim, c.layer_norm_eps));
+        q_norm = register_module(
+            "q_norm", RMSNorm(head_qk_norm ? head_dim : n_heads * head_dim, c.layer_norm_eps));
+        k_norm = register_module(
+            "k_norm", RMSNorm(head_qk_norm ? head_dim : n_kv_heads * head_dim, c.layer_norm_eps));
     }
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& input) {
-    const int64_t B = input.size(0), T = input.size(1);
-    const auto x = tp ? copy_to_tp(input, *tp) : input;
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> AttentionImpl::qkv(const torch::Tensor& x,
+                                                                           const Rotate& rotate) {
+    const int64_t B = x.size(0), T = x.size(1);
     auto q = w_q(x), k = w_k(x), v = w_v(x);
-    if (q_norm) {
+    if (q_norm && !head_qk_norm) {
         q = q_norm(q);
         k = k_norm(k);
     }
     q = q.view({B, T, n_heads, head_dim});
     k = k.view({B, T, n_kv_heads, head_dim});
     v = v.view({B, T, n_kv_heads, head_dim});
-    std::tie(q, k) = rope->apply(q, k);
+    if (q_norm && head_qk_norm) {
+        q = q_norm(q);
+        k = k_norm(k);
+    }
+    std::tie(q, k) = rotate(q, k);
     // SDPA wants (B, H, T, D).
-    q = q.transpose(1, 2);
-    k = k.transpose(1, 2);
-    v = v.transpose(1, 2);
-    auto att = at::scaled_dot_product_attention(
-        q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
-        /*scale=*/std::nullopt, /*enable_gqa=*/n_kv_heads != n_heads);
-    att = att.transpose(1, 2).reshape({B, T, n_heads * head_dim});
-    return tp ? reduce_from_tp(w_out(att), *tp) : w_out(att);
+    return {q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)};
+}
+
+torch::Tensor AttentionImpl::output(const torch::Tensor& att) {
+    const int64_t B = att.size(0), T = att.size(2);
+    auto out = w_out(att.transpose(1, 2).reshape({B, T, n_heads * head_dim}));
+    return tp ? reduce_from_tp(out, *tp) : out;
+}
+
+torch::Tensor sliding_window_mask(int64_t T, int64_t window, const torch::Device& device) {
+    auto i = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device));
+    auto q = i.view({T, 1}), k = i.view({1, T});
+    return (k <= q) & (k > q - window);
+}
+
+torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, int64_t window, bool gqa) {
+    const int64_t T = q.size(2);
+    const int64_t block = std::max<int64_t>(window, 32);
+    const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+    std::vector<torch::Tensor> parts;
+    for (int64_t s = 0; s < T; s += block) {
+        const int64_t e = std::min(T, s + block);
+        const int64_t k0 = std::max<int64_t>(0, s - window + 1);
+        auto qi = torch::arange(s, e, opts).view({-1, 1});
+        auto kj = torch::arange(k0, e, opts).view({1, -1});
+        auto mask = (kj <= qi) & (kj > qi - window);
+        parts.push_back(at::scaled_dot_product_attention(
+            q.narrow(2, s, e - s), k.narrow(2, k0, e - k0), v.narrow(2, k0, e - k0), mask, 0.0,
+            /*is_causal=*/false, std::nullopt, gqa));
+    }
+    return parts.size() == 1 ? parts[0] : torch::cat(parts, 2);
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& input) {
+    const auto x = tp ? copy_to_tp(input, *tp) : input;
+    auto [q, k, v] = qkv(x, [this](const torch::Tensor& q_, const torch::Tensor& k_) {
+        return rope->apply(q_, k_);
+    });
+    const int64_t T = q.size(2);
+    const bool gqa = n_kv_heads != n_heads;
+    if (window > 0 && window < T) return output(windowed_attention(q, k, v, window, gqa));
+    return output(at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                                   /*is_causal=*/true, /*scale=*/std::nullopt,
+                                                   /*enable_gqa=*/gqa));
 }
 
 FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
@@ -133,19 +241,31 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& input) {
     return tp ? reduce_from_tp(out, *tp) : out;
 }
 
-BlockImpl::BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope) {
-    attention = register_module("attention", Attention(c, std::move(rope)));
+BlockImpl::BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope,
+                     int64_t layer)
+    : pre_norm(c.block_name == config::BlockName::default_) {
+    attention = register_module("attention", Attention(c, std::move(rope), layer));
     attention_norm = register_module("attention_norm", RMSNorm(c.d_model, c.layer_norm_eps));
     feed_forward = register_module("feed_forward", FeedForward(c.d_model, c.hidden_size()));
     feed_forward_norm = register_module("feed_forward_norm", RMSNorm(c.d_model, c.layer_norm_eps));
 }
 
+torch::Tensor BlockImpl::attention_residual(
+    const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend) {
+    return pre_norm ? x + attend(attention_norm(x)) : x + attention_norm(attend(x));
+}
+
+torch::Tensor BlockImpl::feed_forward_residual(const torch::Tensor& h) {
+    return pre_norm ? h + feed_forward(feed_forward_norm(h))
+                    : h + feed_forward_norm(feed_forward(h));
+}
+
 torch::Tensor BlockImpl::run_part(Part part, const torch::Tensor& x) {
     switch (part) {
         case kAttention:
-            return x + attention_norm(attention(x));
+            return attention_residual(x, [this](const torch::Tensor& a) { return attention(a); });
         case kFeedForward:
-            return x + feed_forward_norm(feed_forward(x));
+            return feed_forward_residual(x);
         case kWhole:
             break;
     }
@@ -182,15 +302,16 @@ void TransformerImpl::set_activation_checkpointing(
 }
 
 TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
-    rope = std::make_shared<RotaryEmbedding>(c.resolved_head_dim(), c.rope_theta);
+    rope = std::make_shared<RotaryEmbedding>(c.resolved_head_dim(), c.rope_theta, c.rope_scaling);
     rope->fused = c.fused.rope;
     embeddings = register_module("embeddings", torch::nn::Embedding(c.vocab_size, c.d_model));
     blocks = register_module("blocks", torch::nn::ModuleList());
-    for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Block(c, rope));
+    for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Block(c, rope, i));
     lm_head_norm = register_module("lm_head_norm", RMSNorm(c.d_model, c.layer_norm_eps));
-    lm_head = register_module(
-        "lm_head",
-        torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+    if (!c.tie_word_embeddings)
+        lm_head = register_module(
+            "lm_head",
+            torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
     init_weights();
     if (c.dtype == config::DType::bfloat16) to(torch::kBFloat16);
     for (const auto& m : modules(/*include_self=*/false))
@@ -204,8 +325,7 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
         flops_fixed_ += 6 * attn_params + 6 * ffn_params;
         flops_per_seq_ += 12 * b->attention->n_heads * b->attention->head_dim;
     }
-    int64_t head_params = 0;
-    for (const auto& p : lm_head->parameters()) head_params += p.numel();
+    int64_t head_params = lm_head_weight().numel();
     for (const auto& p : lm_head_norm->parameters()) head_params += p.numel();
     flops_fixed_ += 6 * head_params;
 }
@@ -226,7 +346,7 @@ torch::Tensor TransformerImpl::run_unit(int64_t unit, const torch::Tensor& x) {
     }
     auto h = lm_head_norm(x);
     if (tp.active() && loss_parallel) h = copy_to_tp(h, *tp.group);
-    return lm_head(h);
+    return project_to_vocab(h);
 }
 
 void TransformerImpl::apply_tp(const dist::Group& group, bool loss_parallel_) {
@@ -238,7 +358,7 @@ void TransformerImpl::apply_tp(const dist::Group& group, bool loss_parallel_) {
     loss_parallel = loss_parallel_;
     if (degree <= 1) return;
     for (auto& p : named_parameters()) {
-        const auto dim = tp_shard_dim(p.key(), loss_parallel);
+        const auto dim = tp_shard_dim(p.key(), loss_parallel, cfg.use_head_qk_norm);
         if (!dim) continue;
         auto& t = p.value();
         const int64_t part = t.size(*dim) / degree;
@@ -250,7 +370,7 @@ void TransformerImpl::apply_tp(const dist::Group& group, bool loss_parallel_) {
         a->n_heads /= degree;
         a->n_kv_heads /= degree;
         a->tp = &group;
-        if (a->q_norm) {
+        if (a->q_norm && !a->head_qk_norm) {
             a->q_norm->tp = a->k_norm->tp = &group;
             a->q_norm->full_size = a->q_norm->weight.size(0) * degree;
             a->k_norm->full_size = a->k_norm->weight.size(0) * degree;
@@ -270,6 +390,11 @@ std::vector<std::pair<std::string, torch::Tensor*>> TransformerImpl::unit_parame
         out.emplace_back(p + "attention.w_q.weight", &a->w_q->weight);
         out.emplace_back(p + "attention.w_k.weight", &a->w_k->weight);
         out.emplace_back(p + "attention.w_v.weight", &a->w_v->weight);
+        if (a->w_q->bias.defined()) {
+            out.emplace_back(p + "attention.w_q.bias", &a->w_q->bias);
+            out.emplace_back(p + "attention.w_k.bias", &a->w_k->bias);
+            out.emplace_back(p + "attention.w_v.bias", &a->w_v->bias);
+        }
         out.emplace_back(p + "attention.w_out.weight", &a->w_out->weight);
         if (a->q_norm) {
             out.emplace_back(p + "attention.q_norm.weight", &a->q_norm->weight);
@@ -282,7 +407,7 @@ std::vector<std::pair<std::string, torch::Tensor*>> TransformerImpl::unit_parame
         out.emplace_back(p + "feed_forward_norm.weight", &b->feed_forward_norm->weight);
     } else {
         out.emplace_back("lm_head_norm.weight", &lm_head_norm->weight);
-        out.emplace_back("lm_head.weight", &lm_head->weight);
+        if (lm_head) out.emplace_back("lm_head.weight", &lm_head->weight);
     }
     return out;
 }
@@ -359,9 +484,11 @@ void TransformerImpl::init_weights() {
         trunc_normal_(ff->w3->weight, std, gen);
         trunc_normal_(ff->w2->weight, std, gen);
     }
-    trunc_normal_(lm_head->weight, std, gen);
+    if (lm_head) trunc_normal_(lm_head->weight, std, gen);
     for (auto& p : named_parameters()) {
         if (p.key().find("norm") != std::string::npos) p.value().fill_(1.0);
+        if (p.key().size() > 5 && p.key().compare(p.key().size() - 5, 5, ".bias") == 0)
+            p.value().zero_();
     }
 }
 

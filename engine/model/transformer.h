@@ -1,6 +1,8 @@
-// OLMo2-style decoder-only transformer: token embedding, blocks with reordered norm
-// (h = x + norm(attn(x)), out = h + norm(mlp(h))), QK-norm, RoPE, SwiGLU, no biases, final RMSNorm
-// and LM head. Follows OLMo-core's TransformerConfig.llama_like / ReorderedNormTransformerBlock.
+// Decoder-only transformer as OLMo-core's TransformerConfig.llama_like builds it: token embedding,
+// blocks, final RMSNorm and LM head (or the embedding table, tied). A block is reordered-norm
+// (OLMo2/3: h = x + norm(attn(x)), out = h + norm(mlp(h))) or pre-norm (Llama, Qwen: h = x +
+// attn(norm(x))); attention has optional q/k/v biases, QK-norm over the projection or per head,
+// grouped-query heads, RoPE with optional scaling, and an optional sliding window; SwiGLU.
 #pragma once
 
 #include "engine/config/config.h"
@@ -33,10 +35,14 @@ TORCH_MODULE(RMSNorm);
 /// takes one dtype, which rounds it to bf16 as OLMo-core's bf16 parameters are.
 torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
-/// Rotary position embedding (NeoX style: rotate halves), tables in fp32.
+/// Rotary position embedding (NeoX style: rotate halves), tables in fp32, with OLMo-core's (and
+/// transformers') RoPE scaling: the inverse frequencies and the factor cos and sin are scaled by.
 class RotaryEmbedding {
 public:
-    RotaryEmbedding(int64_t head_dim, double theta);
+    RotaryEmbedding(int64_t head_dim, double theta, const config::RoPEScalingConfig& scaling = {});
+    /// The head_dim / 2 inverse frequencies (scaled), in double precision.
+    const std::vector<double>& inv_freq() const { return inv_freq_; }
+    double attention_factor() const { return attention_factor_; }
     /// Rotates q and k of shape (B, T, H, D); positions 0..T-1.
     std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k);
     /// cos and sin tables of shape (T, D), fp32.
@@ -46,20 +52,44 @@ public:
 
 private:
     int64_t head_dim_;
-    double theta_;
+    std::vector<double> inv_freq_;
+    double attention_factor_ = 1.0;
     torch::Tensor cos_, sin_;  // cached for the longest sequence seen
 };
 
 struct AttentionImpl : torch::nn::Module {
-    AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope);
+    /// Attention of block `layer` (its sliding window comes from c.sliding_window).
+    AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope,
+                  int64_t layer);
     torch::Tensor forward(const torch::Tensor& x);
+    using Rotate = std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor& q,
+                                                                         const torch::Tensor& k)>;
+    /// Queries, keys and values of x (B, T, d_model): projected, QK-normed, rotated by `rotate`
+    /// (q and k as (B, T, H, D)), returned as (B, H, T, D) for SDPA.
+    std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qkv(const torch::Tensor& x,
+                                                                const Rotate& rotate);
+    /// The output projection of SDPA's result (B, H, T, D).
+    torch::Tensor output(const torch::Tensor& att);
     torch::nn::Linear w_q{nullptr}, w_k{nullptr}, w_v{nullptr}, w_out{nullptr};
     RMSNorm q_norm{nullptr}, k_norm{nullptr};
+    bool head_qk_norm = false;  ///< QK-norm per head (over head_dim)
+    int64_t window = -1;        ///< sliding window (tokens seen, itself included); -1 full
     int64_t n_heads, n_kv_heads, head_dim;  ///< heads on this rank (a slice under TP)
     std::shared_ptr<RotaryEmbedding> rope;
     const dist::Group* tp = nullptr;  ///< tensor parallelism: sum w_out's partial results
 };
 TORCH_MODULE(Attention);
+
+/// Causal attention with a sliding window over q, k, v (B, H, T, D), a block of queries at a time:
+/// the queries [s, s + block) see only the keys [s - window + 1, s + block), so the scores take
+/// T * (block + window) work and memory instead of T^2 (block = max(window, 32)). The softmax of
+/// each query runs over the same keys as with a whole (T, T) mask.
+torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, int64_t window, bool gqa);
+
+/// Which keys each query of a sequence of T tokens sees with a sliding window of `window`:
+/// (T, T) bool, true where key j <= query i and j > i - window.
+torch::Tensor sliding_window_mask(int64_t T, int64_t window, const torch::Device& device);
 
 /// SwiGLU: w2(silu(w1(x)) * w3(x)).
 struct FeedForwardImpl : torch::nn::Module {
@@ -71,10 +101,17 @@ struct FeedForwardImpl : torch::nn::Module {
 TORCH_MODULE(FeedForward);
 
 struct BlockImpl : torch::nn::Module {
-    BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope);
+    BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope, int64_t layer);
     torch::Tensor forward(const torch::Tensor& x);
+    /// The two residual steps with the block's norm placement; `attend` maps the attention
+    /// branch's input to its output (the plain attention, or generation's cached one).
+    torch::Tensor attention_residual(
+        const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend);
+    torch::Tensor feed_forward_residual(const torch::Tensor& h);
+    bool pre_norm = false;  ///< block_name default: the norms take the branch inputs
     /// The parts activation checkpointing recomputes: the whole block, or one of its two residual
-    /// steps, x + attention_norm(attention(x)) or h + feed_forward_norm(feed_forward(h)). With
+    /// steps, x + attention_norm(attention(x)) or h + feed_forward_norm(feed_forward(h)) (pre-norm:
+    /// x + attention(attention_norm(x)), h + feed_forward(feed_forward_norm(h))). With
     /// the residual add inside, the part's input has the same consumers as without
     /// checkpointing, so its gradient is summed in the same order: bitwise the same.
     enum Part : int64_t { kWhole = 0, kAttention = 1, kFeedForward = 2 };
@@ -123,7 +160,8 @@ struct TransformerImpl : torch::nn::Module {
                             int64_t ignore_index = -100);
 
     /// Truncated-normal init (std init_std, cut at +-3 std) from init_seed, in OLMo-core's order:
-    /// embeddings; per block w_q, w_k, w_v, w_out, w1, w3, w2; then the LM head. Norm weights = 1.
+    /// embeddings; per block w_q, w_k, w_v, w_out, w1, w3, w2; then the LM head unless tied. Norm
+    /// weights 1, biases 0.
     void init_weights();
 
     /// Tensor parallelism (tensor_parallel.h): keeps this rank's slice of every split parameter
@@ -147,7 +185,15 @@ struct TransformerImpl : torch::nn::Module {
     torch::nn::Embedding embeddings{nullptr};
     torch::nn::ModuleList blocks;
     RMSNorm lm_head_norm{nullptr};
-    torch::nn::Linear lm_head{nullptr};
+    torch::nn::Linear lm_head{nullptr};  ///< null when model.tie_word_embeddings
+    /// The LM head's weight: lm_head's own, or the embedding table when tied.
+    const torch::Tensor& lm_head_weight() const {
+        return lm_head ? lm_head->weight : embeddings->weight;
+    }
+    /// Logits of the final hidden state h (after lm_head_norm).
+    torch::Tensor project_to_vocab(const torch::Tensor& h) {
+        return lm_head ? lm_head(h) : torch::nn::functional::linear(h, embeddings->weight);
+    }
 };
 TORCH_MODULE(Transformer);
 

@@ -269,9 +269,9 @@ void TransformerTrainModule::optim_step() {
     } else {
         // Tensor parallelism: a split parameter's slices are summed over the TP group; a
         // replicated one has the same gradient on every TP rank, so each counts it 1/degree.
-        const bool lp = model_->loss_parallel;
-        auto weight = [tp, lp](const std::string& name) {
-            return model::tp_shard_dim(name, lp) ? 1.0 : 1.0 / static_cast<double>(tp);
+        const bool lp = model_->loss_parallel, head_norm = model_->cfg.use_head_qk_norm;
+        auto weight = [tp, lp, head_norm](const std::string& name) {
+            return model::tp_shard_dim(name, lp, head_norm) ? 1.0 : 1.0 / static_cast<double>(tp);
         };
         if (fsdp_) {
             total = fsdp_->weighted_grad_norm_sq(weight);
@@ -356,7 +356,8 @@ namespace {
 
 // The dimension along which the state tensor `key` ("model.X" or "optim.state.X.<state>") is
 // split under tensor parallelism; nullopt for a replicated one (and for a step counter, a scalar).
-std::optional<int64_t> tp_dim_of_key(const std::string& key, bool loss_parallel) {
+std::optional<int64_t> tp_dim_of_key(const std::string& key, bool loss_parallel,
+                                     bool head_qk_norm) {
     std::string param;
     if (key.rfind("model.", 0) == 0) {
         param = key.substr(6);
@@ -365,7 +366,7 @@ std::optional<int64_t> tp_dim_of_key(const std::string& key, bool loss_parallel)
         if (key.substr(dot + 1) == "step") return std::nullopt;
         param = key.substr(prefix.size(), dot - prefix.size());
     }
-    return model::tp_shard_dim(param, loss_parallel);
+    return model::tp_shard_dim(param, loss_parallel, head_qk_norm);
 }
 
 }  // namespace
@@ -377,7 +378,7 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::gathe
     if (!model_->tp.active() || env_.dp_rank() != 0) return local;
     const auto& group = env_.tp_group();
     for (auto& [key, t] : local) {
-        const auto dim = tp_dim_of_key(key, model_->loss_parallel);
+        const auto dim = tp_dim_of_key(key, model_->loss_parallel, model_->cfg.use_head_qk_norm);
         if (!dim) continue;
         const auto where = t.device();
         auto mine = t.detach().to(env_.device()).contiguous();
@@ -393,7 +394,7 @@ std::map<std::string, torch::Tensor> TransformerTrainModule::slice_tp(
     std::map<std::string, torch::Tensor> out;
     const auto& tp = model_->tp;
     for (const auto& [key, t] : full) {
-        const auto dim = tp_dim_of_key(key, model_->loss_parallel);
+        const auto dim = tp_dim_of_key(key, model_->loss_parallel, model_->cfg.use_head_qk_norm);
         if (!dim) {
             out.emplace(key, t);
             continue;

@@ -4,7 +4,7 @@
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/hf_convert.h"
 #include "engine/config/io.h"
-#include "engine/hf/olmo2.h"
+#include "engine/hf/family.h"
 #include "engine/remote/s3.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/file_io.h"
@@ -706,7 +706,7 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
 bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
                                     std::optional<bool> load_optim_state) {
     if (hf::is_hf_model_folder(dir)) {
-        // A Hugging Face Olmo2 folder: its weights start the run; trainer and optimizer start
+        // A Hugging Face model folder: its weights start the run; trainer and optimizer start
         // fresh. Every rank reads the files (they are the same everywhere).
         const auto t0 = std::chrono::steady_clock::now();
         const auto have = hf::model_config_of(dir);

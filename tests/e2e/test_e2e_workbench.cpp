@@ -1,6 +1,9 @@
 // End to end, under Xvfb: the real workbench window against a real lathe-engine process.
 // Start tiny -> at least 20 points plotted -> Checkpoint now -> a new step{N} folder -> Stop ->
 // the engine exits 0 with a final checkpoint; a screenshot of the window is saved.
+// New run from a Hugging Face model: a Llama-style folder (made by the engine's own export) fills
+// the editor (family, sizes, load_path) and trains from its weights; a model Lathe cannot load is
+// refused with the field named, and the editor keeps its config.
 #include "ui/main_window.h"
 
 #include "ui/config/config_editor.h"
@@ -11,6 +14,8 @@
 #include <QAction>
 #include <QDir>
 #include <QLabel>
+#include <QMessageBox>
+#include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QThread>
@@ -113,6 +118,91 @@ private Q_SLOTS:
         QFile status(runDir + "/status.json");
         QVERIFY(status.open(QIODevice::ReadOnly));
         QVERIFY(status.readAll().contains("\"stopped\""));
+    }
+
+    void newRunFromHuggingFaceModel() {
+        QTemporaryDir work;
+        const QString engine = qEnvironmentVariable("LATHE_ENGINE");
+        auto runEngine = [&](const QStringList& args) {
+            QProcess p;
+            p.setProcessChannelMode(QProcess::MergedChannels);
+            p.start(engine, args);
+            const bool done = p.waitForFinished(300000);
+            const QByteArray out = p.readAll();
+            if (!done || p.exitCode() != 0) qWarning("%s", out.constData());
+            return done && p.exitCode() == 0;
+        };
+        // A Llama-style model (pre-norm, no QK-norm, grouped-query attention), as transformers'
+        // LlamaForCausalLM folder.
+        QVERIFY(runEngine({"train", "tiny_llama", "run_name=src",
+                           "trainer.save_folder=" + work.path() + "/src",
+                           "trainer.max_duration=2steps", "launch.num_threads=1"}));
+        const QString hf = work.path() + "/my-llama";
+        QVERIFY(runEngine({"export", work.path() + "/src/step2", hf}));
+        // The user's data: raw uint16 token files.
+        QFile tokens(work.path() + "/tokens.u16");
+        QVERIFY(tokens.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 64 * 8 * 8; ++i) {
+            const quint16 id = quint16((i * 37 + i / 64) % 256);
+            tokens.write(reinterpret_cast<const char*>(&id), sizeof id);
+        }
+        tokens.close();
+
+        QTemporaryDir runs;
+        qputenv("LATHE_RUNS_DIR", runs.path().toUtf8());
+        MainWindow w;
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(w.newRunFromHfModel(hf));
+        const auto& doc = w.editor()->document();
+        QCOMPARE(QString::fromStdString(doc["model"]["block_name"].get<std::string>()),
+                 QStringLiteral("default"));
+        QCOMPARE(doc["model"]["qk_norm"].get<bool>(), false);
+        QCOMPARE(doc["model"]["n_kv_heads"].get<int>(), 2);
+        QCOMPARE(QString::fromStdString(doc["run_name"].get<std::string>()),
+                 QStringLiteral("my-llama-finetune"));
+        QCOMPARE(QDir(QString::fromStdString(doc["trainer"]["load_path"].get<std::string>()))
+                     .canonicalPath(),
+                 QDir(hf).canonicalPath());
+        // Without data the run cannot start: the problem names dataset.paths.
+        QVERIFY(!w.editor()->isValid());
+        w.editor()->editField(
+            QStringLiteral("dataset.paths"),
+            lathe::config::Json::array({(work.path() + "/tokens.u16").toStdString()}));
+        w.editor()->editField(QStringLiteral("trainer.max_duration"),
+                              lathe::config::Json{{"value", 4}, {"unit", "steps"}});
+        w.editor()->editField(QStringLiteral("trainer.metrics_collect_interval"), 1);
+        QVERIFY(w.editor()->isValid());
+        w.startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 120000);
+        QCOMPARE(w.run()->exitCode(), 0);
+        bool loaded = false;
+        for (int i = 0; i < w.logModel()->rowCount(); ++i)
+            loaded = loaded || w.logModel()->entry(i).message.contains(
+                                   QStringLiteral("loaded the weights of Hugging Face model"));
+        QVERIFY(loaded);
+        const auto* loss = w.store()->series(QStringLiteral("train/CE loss"));
+        QVERIFY(loss && loss->size() == 4);
+
+        // A model Lathe cannot load: refused with the field named; the editor keeps its config.
+        const QString bad = work.path() + "/mistral";
+        QVERIFY(QDir().mkpath(bad));
+        QVERIFY(QFile::copy(hf + "/model.safetensors", bad + "/model.safetensors"));
+        QFile in(hf + "/config.json");
+        QVERIFY(in.open(QIODevice::ReadOnly));
+        auto cfg = lathe::config::Json::parse(in.readAll().toStdString());
+        cfg["architectures"] = lathe::config::Json::array({"MistralForCausalLM"});
+        QFile out(bad + "/config.json");
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        out.write(QByteArray::fromStdString(cfg.dump()));
+        out.close();
+        const auto before = w.editor()->document();
+        QVERIFY(!w.newRunFromHfModel(bad));
+        auto* box = w.findChild<QMessageBox*>(QStringLiteral("problemBox"));
+        QVERIFY(box);
+        QVERIFY2(box->text().contains(QStringLiteral("architectures")), qPrintable(box->text()));
+        QVERIFY(w.editor()->document() == before);
     }
 };
 

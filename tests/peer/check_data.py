@@ -279,8 +279,13 @@ def sentencepiece_run(work, inputs, sp_model, texts):
     samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
     check(samples and all(i < n for x in samples for i in x["ids"]),
           "the sampler on a padded vocabulary chooses only the tokenizer's ids")
+    r = lathe("generate", run, "--prompt", texts[1][:30], "--max-new-tokens", "200", ok=False)
+    check(r.returncode != 0 and "past the model's context of 64" in r.stderr
+          and "--max-context" in r.stderr,
+          "generate past the context the run was trained at is refused, naming --max-context")
     g = json.loads(lathe("generate", run, "--prompt", texts[1][:30], "--max-new-tokens", "200",
-                         "--temperature", "5", "--seed", "3", "--json").stdout.splitlines()[0])
+                         "--max-context", "512", "--temperature", "5", "--seed", "3",
+                         "--json").stdout.splitlines()[0])
     check(len(g["ids"]) > 0 and all(i < n for i in g["ids"]),
           "generate on a padded vocabulary chooses only the tokenizer's ids")
     r = lathe("generate", run, "--prompt", "a", "--temperature", "nan", ok=False)

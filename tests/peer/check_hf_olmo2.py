@@ -25,7 +25,6 @@ import copy
 import json
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,86 +34,9 @@ import safetensors.torch
 import torch
 import transformers
 
-ENGINE = sys.argv[1]
-FAILURES = []
-torch.set_num_threads(1)
-transformers.logging.set_verbosity_error()
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
-
-
-def engine(*args, ok=True):
-    r = subprocess.run([ENGINE, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True)
-    if ok and r.returncode != 0:
-        print(f"lathe-engine {' '.join(map(str, args))} failed ({r.returncode}):\n{r.stderr[-3000:]}",
-              file=sys.stderr)
-        sys.exit(2)
-    return r
-
-
-def lathe_generate(model, prompts, new_tokens, *extra):
-    args = ["generate", model, "--max-new-tokens", new_tokens, "--temperature", "0", "--json",
-            "--threads", "1", *extra]
-    for p in prompts:
-        args += ["--prompt-ids", ",".join(map(str, p))]
-    lines = engine(*args).stdout.splitlines()
-    return [json.loads(line) for line in lines if not line.startswith('{"summary"')]
-
-
-def hf_generate(model, prompt, new_tokens):
-    out = model.generate(torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False,
-                         output_logits=True, return_dict_in_generate=True, pad_token_id=0)
-    ids = out.sequences[0, len(prompt):].tolist()
-    logprobs = [torch.log_softmax(l[0].double(), -1)[t].item() for l, t in zip(out.logits, ids)]
-    return ids, logprobs
-
-
-def compare_generation(what, lathe_model, hf_model, prompts, new_tokens=20, *extra):
-    lathe = lathe_generate(lathe_model, prompts, new_tokens, *extra)
-    worst = 0.0
-    same = len(lathe) == len(prompts)
-    for p, g in zip(prompts, lathe):
-        ids, logprobs = hf_generate(hf_model, p, new_tokens)
-        same = same and g["ids"] == ids
-        if g["ids"] == ids:
-            worst = max(worst, max(abs(a - b) for a, b in zip(g["logprobs"], logprobs)))
-    check(same and worst <= 1e-4,
-          f"{what}: greedy ids equal transformers', log-probs within {worst:.1e} (<= 1e-4)")
-
-
-def compare_logits(what, lathe_model, hf_model, prompts):
-    """Lathe's forward (generate --logits) against transformers' on each prompt: the largest
-    difference relative to the largest logit, within 1e-5."""
-    args = ["generate", lathe_model, "--max-new-tokens", "1", "--temperature", "0", "--json",
-            "--logits", "--threads", "1"]
-    for p in prompts:
-        args += ["--prompt-ids", ",".join(map(str, p))]
-    rows = [json.loads(line) for line in engine(*args).stdout.splitlines()
-            if not line.startswith('{"summary"')]
-    worst = 0.0
-    for p, row in zip(prompts, rows):
-        with torch.no_grad():
-            ref = hf_model(torch.tensor([p])).logits[0].double()
-        got = torch.tensor(row["logits"], dtype=torch.float64)
-        if got.shape != ref.shape:
-            worst = float("inf")
-            break
-        worst = max(worst, ((got - ref).abs().max() / ref.abs().max()).item())
-    check(len(rows) == len(prompts) and worst <= 1e-5,
-          f"{what}: logits equal transformers' within {worst:.1e} relative (<= 1e-5)")
-
-
-def tensors_of(folder):
-    folder = Path(folder)
-    out = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        out.update(safetensors.torch.load_file(str(f)))
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_parity import (check, compare_generation, compare_logits, engine, finish,  # noqa: E402
+                       tensors_of)
 
 
 def main():
@@ -123,10 +45,7 @@ def main():
         run_tests(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
-        sys.exit(1)
-    print("all checks passed")
+    finish()
 
 
 def run_tests(work):
@@ -335,7 +254,7 @@ def run_tests(work):
            edit_tensors(lambda t: t.update({"model.norm.weight": torch.ones(95, dtype=torch.bfloat16)})),
            "tensor 'model.norm.weight' has shape [95], the model needs [96]")
     broken("another architecture",
-           edit_config(lambda c: c.update({"architectures": ["LlamaForCausalLM"], "model_type": "llama"})),
+           edit_config(lambda c: c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral"})),
            "config.json: architectures")
 
 

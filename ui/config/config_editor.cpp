@@ -2,6 +2,8 @@
 
 #include "ui/config/layout_diagram.h"
 
+#include "engine/config/memory_estimate.h"
+
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
@@ -349,8 +351,15 @@ void ConfigEditor::revalidate() {
     for (auto it = editors_.begin(); it != editors_.end(); ++it)
         it.value()->setIssue(byField.value(it.key()).join(QLatin1Char('\n')));
     problems_->setVisible(!issues_.empty());
+    // What Start will ask of the machine, before Start: the model's size and its training state.
+    const QString memory =
+        issues_.empty()
+            ? QStringLiteral(" ") +
+                  tr("Training needs %1.")
+                      .arg(toQ(cfg::estimate_training_memory(loaded.config, worldSize_).describe()))
+            : QString();
     summary_->setText(issues_.empty()
-                          ? tr("✔ The config is valid.")
+                          ? tr("✔ The config is valid.") + memory
                           : tr("✖ %n problem(s): the run cannot start until they are fixed.",
                                nullptr, int(issues_.size())));
     resolved_->setPlainText(toQ(cfg::to_json(loaded.config).dump(2)));

@@ -52,7 +52,7 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     prompt_->setObjectName(QStringLiteral("tryItPrompt"));
     maxTokens_ = new QSpinBox(box);
     maxTokens_->setRange(1, 4096);
-    maxTokens_->setValue(64);
+    maxTokens_->setValue(32);  // within the tiny preset's 64 positions with a short prompt
     maxTokens_->setToolTip(tr("New tokens"));
     temperature_ = new QDoubleSpinBox(box);
     temperature_->setRange(0, 5);

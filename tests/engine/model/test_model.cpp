@@ -82,6 +82,11 @@ private Q_SLOTS:
         QTest::newRow("olmo2_14M") << "olmo2_14M" << qint64(0);
         QTest::newRow("olmo2_30M") << "olmo2_30M" << qint64(0);
         QTest::newRow("tiny") << "tiny" << qint64(0);
+        // Qwen3-0.6B as published (tied embeddings, per-head QK-norm): 596,049,920.
+        QTest::newRow("qwen3_0_6B") << "qwen3_0_6B" << qint64(596049920LL);
+        QTest::newRow("tiny_llama") << "tiny_llama" << qint64(0);
+        QTest::newRow("tiny_qwen3") << "tiny_qwen3" << qint64(0);
+        QTest::newRow("tiny_olmo3") << "tiny_olmo3" << qint64(0);
     }
     void parameterCounts() {
         QFETCH(QString, preset);
@@ -365,6 +370,131 @@ private Q_SLOTS:
     // Activation checkpointing: the same loss and bitwise the same gradients for every mode, and
     // the recomputation really happens (the checkpointed blocks keep no activations: their
     // forward is gradient-free, so its output has a CheckpointFunction as grad_fn).
+    // A sliding window of W: with one layer, a token reaches the W positions from itself on and
+    // no further; full attention reaches every later one.
+    void slidingWindowReach() {
+        config::ModelConfig m;
+        m.d_model = 32;
+        m.n_layers = 1;
+        m.n_heads = 4;
+        m.sliding_window.pattern = {5};
+        m.sliding_window.force_full_attention_on_first_layer = false;
+        m.sliding_window.force_full_attention_on_last_layer = false;
+        model::Transformer t(m);
+        QCOMPARE(t->blocks[0]->as<model::Block>()->attention->window, int64_t(5));
+        torch::NoGradGuard g;
+        auto ids = torch::randint(0, 256, {2, 24}, torch::kInt64);
+        auto base = t->forward(ids);
+        auto changed = ids.clone();
+        const int64_t pos = 6;
+        changed.index_put_({torch::indexing::Slice(), pos},
+                           (ids.index({torch::indexing::Slice(), pos}) + 7) % 256);
+        auto out = t->forward(changed);
+        for (int64_t i = 0; i < 24; ++i) {
+            const bool same = torch::allclose(out.narrow(1, i, 1), base.narrow(1, i, 1), 0, 0);
+            QVERIFY2(same == (i < pos || i >= pos + 5), qPrintable(QString("position %1").arg(i)));
+        }
+        // Block by block equals one whole (T, T) band mask, forward and backward.
+        for (int64_t window : {7, 40, 99}) {
+            torch::manual_seed(window);
+            auto q = torch::randn({2, 4, 100, 8}, torch::requires_grad());
+            auto k = torch::randn({2, 2, 100, 8}, torch::requires_grad());
+            auto v = torch::randn({2, 2, 100, 8}, torch::requires_grad());
+            torch::AutoGradMode enable_grad(true);
+            auto got = model::windowed_attention(q, k, v, window, true);
+            auto want = at::scaled_dot_product_attention(
+                q, k, v, model::sliding_window_mask(100, window, torch::kCPU), 0.0, false,
+                std::nullopt, true);
+            QVERIFY(torch::allclose(got, want, 1e-5, 1e-6));
+            auto got_grads = torch::autograd::grad({got.sum()}, {q, k, v});
+            auto want_grads = torch::autograd::grad({want.sum()}, {q, k, v});
+            for (int i = 0; i < 3; ++i)
+                QVERIFY(torch::allclose(got_grads[i], want_grads[i], 1e-5, 1e-5));
+        }
+        // OLMo-core's layer rule: the pattern repeats, forced full layers first and last.
+        config::SlidingWindowConfig sw;
+        sw.pattern = {8, 8, -1};
+        QCOMPARE(sw.window(0, 6), int64_t(-1));
+        QCOMPARE(sw.window(1, 6), int64_t(8));
+        QCOMPARE(sw.window(3, 6), int64_t(-1));
+        QCOMPARE(sw.window(4, 6), int64_t(8));
+        QCOMPARE(sw.window(5, 6), int64_t(-1));
+        sw.force_full_attention_on_first_layer = false;
+        QCOMPARE(sw.window(0, 6), int64_t(8));
+        QCOMPARE(sw.window(2, 6), int64_t(-1));
+    }
+
+    // Qwen3's QK-norm per head has head_dim weights; OLMo2's covers the projection. Tied
+    // embeddings have no LM head of their own, and the logits use the embedding table.
+    void familyParameters() {
+        auto q = preset_model("tiny_qwen3");
+        model::Transformer t(q);
+        QVERIFY(!t->lm_head);
+        auto a = t->blocks[0]->as<model::Block>()->attention;
+        QCOMPARE(a->q_norm->weight.size(0), q.resolved_head_dim());
+        QCOMPARE(qint64(t->num_params()), qint64(expected_params(q)));
+        torch::NoGradGuard g;
+        auto ids = torch::randint(0, 256, {1, 8}, torch::kInt64);
+        auto logits = t->forward(ids);
+        t->embeddings->weight.mul_(2);
+        QVERIFY(!torch::allclose(t->forward(ids), logits));
+        auto l = preset_model("tiny_llama");
+        l.qkv_bias = true;
+        model::Transformer tl(l);
+        QCOMPARE(qint64(tl->num_params()), qint64(expected_params(l)));
+        QVERIFY(tl->blocks[0]->as<model::Block>()->attention->w_k->bias.defined());
+        QVERIFY(!tl->blocks[0]->as<model::Block>()->attention->w_out->bias.defined());
+    }
+
+    // Inverse frequencies of the RoPE scalings against the formulas of OLMo-core's rope.py (and
+    // transformers' modeling_rope_utils.py), written out independently here.
+    void ropeScaling() {
+        const int64_t dim = 64;
+        const double theta = 500000;
+        auto base = [&](std::size_t i) { return 1.0 / std::pow(theta, 2.0 * i / dim); };
+        config::RoPEScalingConfig s;
+        s.name = config::RoPEScalingName::pi;
+        s.factor = 4;
+        model::RotaryEmbedding pi(dim, theta, s);
+        for (std::size_t i = 0; i < 32; ++i) QCOMPARE(pi.inv_freq()[i], base(i) / 4);
+        QCOMPARE(pi.attention_factor(), 1.0);
+        // Llama 3.1's published setting: factor 8, low 1, high 4, 8192 tokens.
+        s.name = config::RoPEScalingName::stepwise;
+        s.factor = 8;
+        s.low_freq_proportion = 0;
+        s.high_freq_proportion = 0.25;
+        s.old_context_len = 8192;
+        model::RotaryEmbedding step(dim, theta, s);
+        int kept = 0, divided = 0, smoothed = 0;
+        for (std::size_t i = 0; i < 32; ++i) {
+            const double wavelen = 2 * M_PI / base(i);
+            const double f = step.inv_freq()[i];
+            if (wavelen < 8192 / 4.0) {
+                QCOMPARE(f, base(i));
+                ++kept;
+            } else if (wavelen > 8192) {
+                QCOMPARE(f, base(i) / 8);
+                ++divided;
+            } else {
+                const double w = (8192 / wavelen - 1) / (4 - 1);
+                QVERIFY(std::abs(f - ((1 - w) * base(i) / 8 + w * base(i))) < 1e-15);
+                ++smoothed;
+            }
+        }
+        QVERIFY(kept > 0 && divided > 0 && smoothed > 0);
+        s.name = config::RoPEScalingName::yarn;
+        s.factor = 16;
+        s.beta_fast = 32;
+        s.beta_slow = 1;
+        s.old_context_len = 4096;
+        model::RotaryEmbedding yarn(dim, theta, s);
+        QVERIFY(std::abs(yarn.attention_factor() - (0.1 * std::log(16.0) + 1)) < 1e-15);
+        QCOMPARE(yarn.inv_freq()[0], base(0));                           // fastest: extrapolated
+        QVERIFY(std::abs(yarn.inv_freq()[31] - base(31) / 16) < 1e-18);  // slowest: interpolated
+        auto [cos, sin] = yarn.tables(4, torch::kCPU);
+        QVERIFY(std::abs(cos[0][0].item<double>() - yarn.attention_factor()) < 1e-6);
+    }
+
     void activationCheckpointingGradients() {
         auto m = preset_model("tiny");
         m.n_layers = 3;
@@ -442,11 +572,42 @@ private Q_SLOTS:
         }
     }
 
+    void generationCacheAndPaddingChangeNothing_data() {
+        QTest::addColumn<QString>("family");
+        QTest::newRow("olmo2") << "olmo2";
+        QTest::newRow("llama (stepwise RoPE)") << "tiny_llama";
+        QTest::newRow("qwen3 (YaRN, tied)") << "tiny_qwen3";
+        QTest::newRow("qwen2 (biases)") << "qwen2";
+        QTest::newRow("olmo3 (window 4)") << "tiny_olmo3";
+    }
     void generationCacheAndPaddingChangeNothing() {
+        QFETCH(QString, family);
         config::ModelConfig c;
+        if (family.startsWith("tiny_")) c = preset_model(family.toStdString());
+        if (family == "qwen2") {
+            c.block_name = config::BlockName::default_;
+            c.qk_norm = false;
+            c.qkv_bias = true;
+        }
+        if (family == "tiny_llama") {
+            c.rope_scaling.name = config::RoPEScalingName::stepwise;
+            c.rope_scaling.old_context_len = 8;
+        }
+        if (family == "tiny_qwen3") {
+            c.rope_scaling.name = config::RoPEScalingName::yarn;
+            c.rope_scaling.factor = 4;
+            c.rope_scaling.old_context_len = 8;
+        }
+        if (family == "tiny_olmo3") c.sliding_window.pattern = {4, 4, 4, -1};
         c.n_kv_heads = 2;
         c.init_seed = 3;
         model::Transformer m(c);
+        if (c.qkv_bias)  // zero at init: give them values, so that they count
+            for (auto& p : m->named_parameters())
+                if (p.key().find(".bias") != std::string::npos) {
+                    torch::NoGradGuard ng;
+                    p.value().normal_(0, 0.5);
+                }
         const std::vector<std::vector<int64_t>> prompts = {{5, 6, 7, 8, 9, 10}, {200}, {1, 2, 3}};
         model::GenerateOptions o;
         o.max_new_tokens = 12;

@@ -264,6 +264,12 @@ private Q_SLOTS:
         // Fixing it clears everything.
         userSets(lr, Json(0.002));
         QVERIFY(editor.isValid());
+        // A valid config says, before Start, what the model is and what training needs.
+        const QString summary =
+            editor.findChild<QLabel*>(QStringLiteral("validationSummary"))->text();
+        QVERIFY2(summary.contains(QStringLiteral("parameters")) &&
+                     summary.contains(QStringLiteral("per rank")),
+                 qPrintable(summary));
         QVERIFY(lr->issue().isEmpty());
         QVERIFY(error->isHidden());
         QVERIFY(problems->isHidden());
