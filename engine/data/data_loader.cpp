@@ -55,10 +55,13 @@ Batch DataLoader::make_batch(int64_t b) const {
     Batch batch;
     batch.input_ids = torch::empty({rows, seq}, torch::kInt64);
     int64_t* out = batch.input_ids.data_ptr<int64_t>();
+    const bool masked = dataset_->has_label_mask();
+    if (masked) batch.label_mask = torch::empty({rows, seq}, torch::kBool);
     for (int64_t r = 0; r < rows; ++r) {
         int64_t pos = b * ipb + dp_rank_ + r * dp_world_;
         int64_t idx = order_[static_cast<std::size_t>(pos)];
         dataset_->instance(idx, out + r * seq);
+        if (masked) dataset_->instance_mask(idx, batch.label_mask.data_ptr<bool>() + r * seq);
         batch.index.push_back(idx);
     }
     return batch;

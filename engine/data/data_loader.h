@@ -25,6 +25,9 @@ namespace lathe::data {
 struct Batch {
     torch::Tensor input_ids;     ///< (rank instances, seq_len) int64
     std::vector<int64_t> index;  ///< dataset instance of each row
+    /// (rank instances, seq_len) bool, true where the token is trained on; undefined without
+    /// dataset.label_mask_paths.
+    torch::Tensor label_mask;
 };
 
 class DataLoader : public checkpoint::Stateful {

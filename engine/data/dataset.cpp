@@ -3,7 +3,11 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include "engine/data/builtin_corpus.h"
+#include "engine/run_folder/file_io.h"
 #include "engine/util/error.h"
+#include "engine/util/log.h"
+
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -97,6 +101,85 @@ void TokenArray::read(int64_t offset, int64_t n, int64_t* out) const {
 
 namespace {
 
+template <class T>
+int64_t max_of(const uint8_t* data, int64_t n) {
+    T best = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        T v;
+        std::memcpy(&v, data + static_cast<std::size_t>(i) * sizeof(T), sizeof(T));
+        best = v > best ? v : best;
+    }
+    return static_cast<int64_t>(best);
+}
+
+}  // namespace
+
+int64_t TokenArray::max_token() const {
+    switch (element_size_) {
+        case 1:
+            return max_of<uint8_t>(data_, size_);
+        case 2:
+            return max_of<uint16_t>(data_, size_);
+        default:
+            return max_of<uint32_t>(data_, size_);
+    }
+}
+
+int64_t TokenArray::first_at_least(int64_t bound) const {
+    constexpr int64_t kChunk = 1 << 16;
+    std::vector<int64_t> buf(static_cast<std::size_t>(kChunk));
+    for (int64_t off = 0; off < size_; off += kChunk) {
+        const int64_t n = std::min(kChunk, size_ - off);
+        read(off, n, buf.data());
+        for (int64_t i = 0; i < n; ++i)
+            if (buf[static_cast<std::size_t>(i)] >= bound) return off + i;
+    }
+    return -1;
+}
+
+namespace {
+
+// Every token of a raw numpy file below vocab_size, checked once per version of the file: the
+// largest token of each file is kept in `cache` by path, size and modification time.
+void check_token_range(const TokenArray& a, int64_t vocab_size, const std::string& cache) {
+    std::error_code ec;
+    const auto path = fs::absolute(a.name(), ec).string();
+    const auto mtime = fs::last_write_time(a.name(), ec).time_since_epoch().count();
+    nlohmann::json all = nlohmann::json::object();
+    if (!cache.empty() && fs::exists(cache, ec)) {
+        all = nlohmann::json::parse(run_folder::read_text_file(cache), nullptr, false);
+        if (!all.is_object()) all = nlohmann::json::object();
+    }
+    int64_t max = -1;
+    if (all.contains(path) && all[path].is_object() &&
+        all[path].value("bytes", uint64_t{0}) == a.byte_size() &&
+        all[path].value("mtime", int64_t{0}) == static_cast<int64_t>(mtime))
+        max = all[path].value("max_token", int64_t{-1});
+    if (max < 0) {
+        max = a.max_token();
+        if (!cache.empty()) {
+            all[path] = {{"bytes", a.byte_size()},
+                         {"mtime", static_cast<int64_t>(mtime)},
+                         {"max_token", max}};
+            try {
+                run_folder::write_file_atomic(cache, all.dump(1) + "\n");
+            } catch (const std::exception& e) {
+                log::warn("not caching the token range of {}: {}", a.name(), e.what());
+            }
+        }
+    }
+    if (max < vocab_size) return;
+    const int64_t pos = a.first_at_least(vocab_size);
+    std::vector<int64_t> token(1);
+    a.read(pos, 1, token.data());
+    throw Error(a.name() + ": token " + std::to_string(token[0]) + " at position " +
+                std::to_string(pos) + " (byte " +
+                std::to_string(pos * static_cast<int64_t>(a.element_size())) +
+                ") is outside the vocabulary (model.vocab_size = " + std::to_string(vocab_size) +
+                "; the file's largest token is " + std::to_string(max) +
+                "): is it the right file, dataset.token_dtype or model.vocab_size?");
+}
+
 std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std::size_t first) {
     std::vector<std::string> files;
     for (std::size_t k = 0; k < paths.size(); ++k) {
@@ -158,8 +241,34 @@ std::vector<std::tuple<std::string, int, std::string>> manifest_files(
 
 }  // namespace
 
+void TokenDataset::add_label_masks(TokenDataset& ds, const config::DatasetConfig& cfg,
+                                   std::size_t num_files, std::ostringstream& fp) {
+    // OLMo-core's label_mask_paths: one mask file per token file, one byte per token.
+    if (cfg.label_mask_paths.size() != cfg.paths.size() || num_files != cfg.paths.size())
+        throw Error("dataset.label_mask_paths: " + std::to_string(cfg.label_mask_paths.size()) +
+                    " mask file(s) for " + std::to_string(num_files) +
+                    " token file(s); with masks, every entry of dataset.paths must be one token "
+                    "file (not a folder) and have its mask at the same position");
+    for (std::size_t i = 0; i < cfg.label_mask_paths.size(); ++i) {
+        const std::string& m = cfg.label_mask_paths[i];
+        const std::string where = "dataset.label_mask_paths[" + std::to_string(i) + "]: " + m;
+        std::error_code ec;
+        if (!fs::is_regular_file(m, ec)) throw Error(where + ": no such file");
+        auto mask = TokenArray::map_file(m, 1);
+        const auto& tokens = ds.files_[i];
+        if (mask->size() != tokens->size())
+            throw Error(where + ": " + std::to_string(mask->size()) +
+                        " bytes, but its token file " + tokens->name() + " holds " +
+                        std::to_string(tokens->size()) +
+                        " tokens; a label mask has one byte per token");
+        fp << ";mask=" << fs::path(m).filename().string() << ",bytes=" << mask->byte_size();
+        ds.masks_.push_back(std::move(mask));
+    }
+}
+
 std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& cfg,
-                                                  int64_t vocab_size) {
+                                                  int64_t vocab_size,
+                                                  const std::string& range_cache) {
     auto ds = std::make_shared<TokenDataset>();
     ds->seq_len_ = cfg.sequence_length;
     ds->vocab_size_ = vocab_size;
@@ -194,12 +303,15 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
                             " tokens, fewer than one instance of " +
                             std::to_string(cfg.sequence_length) + " (dataset.sequence_length)");
             }
+            if (cfg.source == config::DataSource::numpy)
+                check_token_range(*a, vocab_size, range_cache);
             fp << ";file=" << fs::path(f).filename().string() << ",bytes=" << a->byte_size();
             if (!dtype.empty()) fp << ",dtype=" << dtype;
             ds->files_.push_back(std::move(a));
         }
-        ds->description_ =
-            std::to_string(files.size()) + " " + config::enum_to_string(cfg.source) + " file(s)";
+        if (!cfg.label_mask_paths.empty()) add_label_masks(*ds, cfg, files.size(), fp);
+        ds->description_ = std::to_string(files.size()) + " " + config::enum_to_string(cfg.source) +
+                           " file(s)" + (ds->masks_.empty() ? "" : " with label masks");
         if (cfg.source == config::DataSource::numpy)
             fp << ";dtype=" << config::enum_to_string(cfg.token_dtype);
     }
@@ -226,6 +338,13 @@ void TokenDataset::instance(int64_t i, int64_t* out) const {
     }
 }
 
+void TokenDataset::instance_mask(int64_t i, bool* out) const {
+    const auto& [f, off] = starts_.at(static_cast<std::size_t>(i));
+    std::vector<int64_t> bytes(static_cast<std::size_t>(seq_len_));
+    masks_.at(static_cast<std::size_t>(f))->read(off, seq_len_, bytes.data());
+    for (int64_t k = 0; k < seq_len_; ++k) out[k] = bytes[static_cast<std::size_t>(k)] != 0;
+}
+
 std::shared_ptr<TokenDataset> TokenDataset::slice(int64_t begin, int64_t end,
                                                   const std::string& label) const {
     auto ds = std::make_shared<TokenDataset>(*this);
@@ -236,8 +355,9 @@ std::shared_ptr<TokenDataset> TokenDataset::slice(int64_t begin, int64_t end,
     return ds;
 }
 
-DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size) {
-    auto full = TokenDataset::build(cfg, vocab_size);
+DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size,
+                      const std::string& range_cache) {
+    auto full = TokenDataset::build(cfg, vocab_size, range_cache);
     const int64_t n = full->num_instances();
     int64_t n_val = 0;
     if (cfg.validation_fraction > 0)

@@ -1,7 +1,8 @@
 // Fixed-sequence-length token datasets (OLMo-core's NumpyFSLDataset idea): every source is a list
 // of token files; file f contributes floor(tokens_f / sequence_length) instances, which never cross
 // files. Sources: the built-in corpus, UTF-8 text files or folders (bytes as tokens), and raw
-// little-endian uint16/uint32 token files.
+// little-endian uint16/uint32 token files, optionally with OLMo-core's label masks beside them (one
+// byte per token; 0 keeps the token out of the loss).
 #pragma once
 
 #include "engine/config/config.h"
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,10 @@ public:
     }
     /// Copies tokens [offset, offset + n) into out, widened to int64.
     void read(int64_t offset, int64_t n, int64_t* out) const;
+    /// The largest token (one pass over the whole array).
+    int64_t max_token() const;
+    /// The position of the first token >= bound; -1 when there is none.
+    int64_t first_at_least(int64_t bound) const;
 
 private:
     TokenArray() = default;
@@ -47,13 +53,23 @@ class TokenDataset {
 public:
     /// Builds the source described by `cfg`. Throws lathe::Error naming the file and the reason
     /// for a missing, empty, unreadable or too-short file.
-    static std::shared_ptr<TokenDataset> build(const config::DatasetConfig& cfg,
-                                               int64_t vocab_size);
+    ///
+    /// Raw numpy token files are checked whole against vocab_size before training: a token past
+    /// the vocabulary is named with its file and position (issue 34), instead of stopping the run
+    /// at the batch that holds it, at every resume. Each file's largest token is cached in
+    /// `range_cache` (a JSON file, by path, size and modification time; none when empty), so a
+    /// file is read once, not at every start.
+    static std::shared_ptr<TokenDataset> build(const config::DatasetConfig& cfg, int64_t vocab_size,
+                                               const std::string& range_cache = {});
 
     int64_t sequence_length() const { return seq_len_; }
     int64_t num_instances() const { return static_cast<int64_t>(starts_.size()); }
     /// Writes instance i's sequence_length tokens into out.
     void instance(int64_t i, int64_t* out) const;
+    /// Whether the tokens have label masks (dataset.label_mask_paths).
+    bool has_label_mask() const { return !masks_.empty(); }
+    /// Writes instance i's label mask into out: true where the token is trained on.
+    void instance_mask(int64_t i, bool* out) const;
     /// Identifies the data and how it is cut: source, files (name and size), sequence length.
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& description() const { return description_; }
@@ -64,10 +80,13 @@ public:
     std::shared_ptr<TokenDataset> slice(int64_t begin, int64_t end, const std::string& label) const;
 
 private:
+    static void add_label_masks(TokenDataset& ds, const config::DatasetConfig& cfg,
+                                std::size_t num_files, std::ostringstream& fp);
     int64_t seq_len_ = 0;
     int64_t vocab_size_ = 0;
     int64_t total_tokens_ = 0;
     std::vector<std::shared_ptr<TokenArray>> files_;
+    std::vector<std::shared_ptr<TokenArray>> masks_;   // parallel to files_; empty without masks
     std::vector<std::pair<int32_t, int64_t>> starts_;  // (file, token offset) per instance
     std::string fingerprint_;
     std::string description_;
@@ -79,7 +98,8 @@ struct DataSplit {
     std::shared_ptr<TokenDataset> train;
     std::shared_ptr<TokenDataset> validation;  ///< null when validation_fraction is 0
 };
-DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size);
+DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size,
+                      const std::string& range_cache = {});
 
 /// 64-bit FNV-1a, hex; used for fingerprints (engine/util/hash.h).
 using lathe::fnv1a_hex;

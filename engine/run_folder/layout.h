@@ -10,6 +10,8 @@
 //     metrics.jsonl, metrics.csv     the metrics of every step (lathe_sinks)
 //     events.out.tfevents.*          the same for TensorBoard
 //     logs/rank{K}.log               each rank's log
+//     token_ranges.json              the largest token of each raw token file, by path, size and
+//                                    modification time (data/dataset.h checks them once)
 //     step{N}/ ...                   checkpoints (checkpoint_names.h, docs/checkpoint-format.md)
 #pragma once
 
@@ -29,6 +31,7 @@ inline constexpr const char* kSamplesFile = "samples.jsonl";
 inline constexpr const char* kMetricsJsonlFile = "metrics.jsonl";
 inline constexpr const char* kMetricsCsvFile = "metrics.csv";
 inline constexpr const char* kLogsDir = "logs";
+inline constexpr const char* kTokenRangesFile = "token_ranges.json";
 
 /// "logs/rank{K}.log", relative to the run folder.
 std::string rank_log_file(int rank);

@@ -183,6 +183,23 @@ void TransformerTrainModule::pre_train(const data::DataLoader& loader) {
     }
 }
 
+namespace {
+
+// Each position's label: the next token (none at the last position). OLMo-core's get_labels.
+torch::Tensor shifted_labels(const data::Batch& batch, int64_t ignore_index) {
+    // OLMo-core's get_labels: a token whose label mask is false is no one's label.
+    const auto& ids = batch.input_ids;
+    const int64_t seq = ids.size(1);
+    auto labels = torch::full_like(ids, ignore_index);
+    auto next = labels.narrow(1, 0, seq - 1);
+    next.copy_(ids.narrow(1, 1, seq - 1));
+    if (batch.label_mask.defined())
+        next.masked_fill_(batch.label_mask.narrow(1, 1, seq - 1).logical_not(), ignore_index);
+    return labels;
+}
+
+}  // namespace
+
 void TransformerTrainModule::train_batch(const data::Batch& batch) {
     if (trainer_->global_step() == inject_fault_step_) {
         throw Error("injected fault at step " + std::to_string(inject_fault_step_) +
@@ -193,8 +210,7 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
     // so that counting them does not wait for the device.
     const auto& host_ids = batch.input_ids;
     const int64_t seq = host_ids.size(1);
-    auto host_labels = torch::full_like(host_ids, cfg_.label_ignore_index);
-    host_labels.narrow(1, 0, seq - 1).copy_(host_ids.narrow(1, 1, seq - 1));
+    auto host_labels = shifted_labels(batch, cfg_.label_ignore_index);
     const double num_loss_tokens =
         static_cast<double>((host_labels != cfg_.label_ignore_index).sum().item<int64_t>());
     auto input_ids = host_ids.to(env_.device(), /*non_blocking=*/true);
@@ -343,9 +359,7 @@ std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch&
     torch::NoGradGuard no_grad;
     model_->eval();
     auto input_ids = batch.input_ids.to(env_.device());
-    const int64_t seq = input_ids.size(1);
-    auto labels = torch::full_like(input_ids, cfg_.label_ignore_index);
-    labels.narrow(1, 0, seq - 1).copy_(input_ids.narrow(1, 1, seq - 1));
+    auto labels = shifted_labels(batch, cfg_.label_ignore_index).to(env_.device());
     int64_t n = (labels != cfg_.label_ignore_index).sum().item<int64_t>();
     auto out = model_->forward_loss(input_ids, labels, 1.0, std::nullopt, cfg_.label_ignore_index);
     model_->train();

@@ -23,6 +23,13 @@ Cases:
                 way and the forwards' 1e-6 differences grow
     groups      AdamW with group overrides: no weight decay on the embeddings, the norms at twice
                 the LR; both groups' LRs compared
+    llama_like  a Llama-style model: pre-norm blocks (block_name default), no QK-norm, grouped-query
+                attention with 2 key/value heads for 4 query heads
+    olmo3       an OLMo3-style model: 3 layers, windows of 16 tokens on the first two, the last
+                attending fully (OLMo3's pattern rule), on sequences of 64
+    label_mask  a label mask file beside the token file (label_mask_paths: spans of 1 to 40 tokens
+                alternately masked out), as supervised fine-tuning trains on answers only; the
+                share of masked labels is compared as well
 
 Exits 0 when every case agrees, 1 naming the case, metric, step and both values otherwise, 2 when a
 trainer fails to run. Nothing here is a number copied from either trainer: both run every time.
@@ -74,6 +81,24 @@ CASES = {
         "lathe": ['train_module.optim.group_overrides=[{"params": ["embeddings.*"], '
                   '"weight_decay": 0}, {"params": ["*norm*"], "lr": %r}]' % (2 * LR)],
         "compared": ["optim/LR (group 1)", "optim/LR (group 2)"],
+    },
+    "llama_like": {
+        "z_loss": 0.0, "microbatch": BATCH,
+        "olmo": ["--block", "default", "--no-qk-norm", "--kv-heads", "2"],
+        "lathe": ["model.block_name=default", "model.qk_norm=false", "model.n_kv_heads=2"],
+    },
+    "label_mask": {
+        "z_loss": 0.0, "microbatch": 2,
+        "olmo": ["--label-mask"],
+        "lathe": ["dataset.label_mask_paths=[{ref}/mask.bool]"],
+        "compared": ["train/masked labels (%)"],
+    },
+    "olmo3": {
+        "z_loss": 0.0, "microbatch": BATCH,
+        "olmo": ["--layers", "3", "--sliding-window", "16,16,-1"],
+        "lathe": ["model.n_layers=3", "model.sliding_window.pattern=[16,16,-1]",
+                  "model.sliding_window.force_full_attention_on_first_layer=false",
+                  "model.sliding_window.force_full_attention_on_last_layer=true"],
     },
 }
 
@@ -179,7 +204,7 @@ def run_case(name, case, engine, steps, work, rtol):
         f"trainer.load_path={ckpt}", "trainer.load_strategy=always",
         "trainer.load_trainer_state=false", "trainer.load_optim_state=false",
         "trainer.callbacks.checkpointer.enabled=false", "launch.num_threads=1",
-        *case.get("lathe", []),
+        *[o.replace("{ref}", str(ref)) for o in case.get("lathe", [])],
     ]
     if nproc > 1:
         overrides.append("train_module.dp_config.name=ddp")

@@ -100,6 +100,18 @@ def parse_args(argv):
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=512)
+    ap.add_argument("--kv-heads", type=int, default=None,
+                    help="n_kv_heads (grouped-query attention); default n_heads")
+    ap.add_argument("--block", choices=("reordered_norm", "default"), default="reordered_norm",
+                    help="block_name: OLMo2's reordered_norm, or the Llama pre-norm default")
+    ap.add_argument("--no-qk-norm", action="store_true", help="qk_norm=False (Llama)")
+    ap.add_argument("--label-mask", action="store_true",
+                    help="write mask.bool beside tokens.u16 (spans of 1 to 40 tokens, alternately "
+                         "trained on and not, like prompts and answers) and train with it as "
+                         "NumpyFSLDatasetConfig.label_mask_paths")
+    ap.add_argument("--sliding-window", default=None,
+                    help="comma-separated SlidingWindowAttentionConfig pattern (-1: full), with "
+                         "OLMo3's force_full_attention_on_first_layer=False and _last_layer=True")
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch-instances", type=int, default=8, help="global batch, in instances")
     ap.add_argument("--microbatch-instances", type=int, default=None,
@@ -194,6 +206,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from olmo_core.data import NumpyDataLoaderConfig, NumpyFSLDatasetConfig, TokenizerConfig
 from olmo_core.distributed.parallel import DataParallelType
 from olmo_core.distributed.utils import barrier, get_rank, get_world_size
+from olmo_core.nn.attention import SlidingWindowAttentionConfig
 from olmo_core.nn.transformer import TransformerBlockType, TransformerConfig
 from olmo_core.optim import (
     AdamWConfig,
@@ -388,6 +401,19 @@ def write_tokens(path, n, vocab, kind):
     tokens = make_tokens(n, vocab, kind)
     tokens.tofile(path)
     return tokens
+
+
+def write_label_mask(path, n):
+    """Alternating spans of 1 to 40 tokens, masked out and trained on (seeded: the same file for
+    the same length), as one byte per token: OLMo-core's label mask file format."""
+    rng = np.random.default_rng(1234)
+    mask = np.zeros(n, dtype=np.bool_)
+    pos, on = 0, False
+    while pos < n:
+        span = int(rng.integers(1, 41))
+        mask[pos:pos + span] = on
+        pos, on = pos + span, not on
+    mask.tofile(path)
 
 
 def state_digest(model):
@@ -618,6 +644,8 @@ def run(args):
         for sub in ("work", "olmo"):
             shutil.rmtree(work / sub, ignore_errors=True)
         tokens = write_tokens(work / "tokens.u16", args.tokens, args.vocab, args.data)
+        if args.label_mask:
+            write_label_mask(work / "mask.bool", args.tokens)
     else:
         tokens = make_tokens(args.tokens, args.vocab, args.data)
     barrier()
@@ -625,16 +653,24 @@ def run(args):
     # 2. Model: OLMo2 block (reordered norm, QK-norm over the full projection, RoPE theta 500k,
     # RMSNorm eps 1e-6, SwiGLU) at the requested size, exactly as the olmo2_* presets build it.
     z_loss = args.z_loss if args.z_loss > 0 else None
+    # --block, --no-qk-norm, --kv-heads and --sliding-window make it a Llama-like or OLMo3 model.
+    sliding = None
+    if args.sliding_window:
+        sliding = SlidingWindowAttentionConfig(
+            pattern=[int(w) for w in args.sliding_window.split(",")],
+            force_full_attention_on_first_layer=False, force_full_attention_on_last_layer=True)
     model_config = TransformerConfig.llama_like(
         d_model=args.d_model,
         vocab_size=args.vocab,
         n_layers=args.layers,
         n_heads=args.heads,
-        block_name=TransformerBlockType.reordered_norm,
-        qk_norm=True,
+        n_kv_heads=args.kv_heads,
+        block_name=TransformerBlockType(args.block),
+        qk_norm=not args.no_qk_norm,
         rope_theta=500_000,
         layer_norm_eps=1e-6,
         init_seed=args.init_seed,
+        sliding_window=sliding,
     )
     model = model_config.build(init_device="cpu")
 
@@ -689,6 +725,7 @@ def run(args):
         tokenizer=TokenizerConfig(vocab_size=args.vocab, eos_token_id=EOS_TOKEN_ID,
                                   pad_token_id=PAD_TOKEN_ID),
         paths=[str(work / "tokens.u16")],
+        label_mask_paths=[str(work / "mask.bool")] if args.label_mask else None,
         sequence_length=args.seq,
         dtype="uint16",
         work_dir=str(work / "work"),

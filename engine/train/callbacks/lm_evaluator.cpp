@@ -56,9 +56,15 @@ public:
             const bool filler = idx.empty();
             if (filler) idx.push_back(0);
             batch.input_ids = torch::empty({static_cast<int64_t>(idx.size()), seq}, torch::kInt64);
-            for (std::size_t r = 0; r < idx.size(); ++r)
-                ds_->instance(idx[r],
-                              batch.input_ids.data_ptr<int64_t>() + static_cast<int64_t>(r) * seq);
+            if (ds_->has_label_mask())
+                batch.label_mask =
+                    torch::empty({static_cast<int64_t>(idx.size()), seq}, torch::kBool);
+            for (std::size_t r = 0; r < idx.size(); ++r) {
+                const int64_t row = static_cast<int64_t>(r) * seq;
+                ds_->instance(idx[r], batch.input_ids.data_ptr<int64_t>() + row);
+                if (ds_->has_label_mask())
+                    ds_->instance_mask(idx[r], batch.label_mask.data_ptr<bool>() + row);
+            }
             auto [l, k] = t.train_module().eval_batch(batch);
             if (filler) continue;
             loss_sum += l;

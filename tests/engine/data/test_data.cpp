@@ -1,12 +1,16 @@
 // Data in-process: the built-in corpus, the data loader's determinism, coverage, rank sharding and
-// resume, and its shuffled order equal to numpy's (OLMo-core's) for the same seed and epoch.
+// resume, and its shuffled order equal to numpy's (OLMo-core's) for the same seed and epoch; label
+// masks beside token files (the training loss with them is checked against OLMo-core's by the peer
+// test check_olmo_core_parity, case label_mask).
 #include "engine/config/io.h"
 #include "engine/data/builtin_corpus.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/numpy_rng.h"
 
+#include <QTemporaryDir>
 #include <QtTest>
 
+#include <fstream>
 #include <set>
 
 using namespace lathe;
@@ -80,6 +84,74 @@ private Q_SLOTS:
         other.builtin_seed = 99;
         data::DataLoader o(data::TokenDataset::build(other, 256), c, 0, 1);
         QVERIFY_THROWS_EXCEPTION(std::exception, o.load_state_dict(state));
+    }
+
+    // dataset.label_mask_paths: one byte per token, read with each instance and each batch row;
+    // a mask of the wrong length or a path that is not one token file is refused by name.
+    void labelMasks() {
+        QTemporaryDir dir;
+        const std::string tokens = dir.filePath("t.u16").toStdString();
+        const std::string mask = dir.filePath("t.mask").toStdString();
+        const int64_t n = 64 * 10;
+        {
+            std::ofstream t(tokens, std::ios::binary), m(mask, std::ios::binary);
+            for (int64_t i = 0; i < n; ++i) {
+                const uint16_t id = static_cast<uint16_t>(i % 250);
+                t.write(reinterpret_cast<const char*>(&id), 2);
+                const char keep = (i / 7) % 2 ? 1 : 0;
+                m.write(&keep, 1);
+            }
+        }
+        config::DatasetConfig d;
+        d.source = config::DataSource::numpy;
+        d.paths = {tokens};
+        const auto plain = data::TokenDataset::build(d, 256);
+        QVERIFY(!plain->has_label_mask());
+        d.label_mask_paths = {mask};
+        const auto ds = data::TokenDataset::build(d, 256);
+        QVERIFY(ds->has_label_mask());
+        QVERIFY(ds->fingerprint() != plain->fingerprint());
+        std::vector<char> got(64);
+        ds->instance_mask(3, reinterpret_cast<bool*>(got.data()));
+        for (int64_t k = 0; k < 64; ++k) QCOMPARE(bool(got[k]), ((3 * 64 + k) / 7) % 2 == 1);
+        config::DataLoaderConfig c;
+        c.global_batch_size = 64 * 4;
+        data::DataLoader loader(ds, c, 0, 1);
+        loader.reshuffle(1);
+        auto b = loader.next();
+        QVERIFY(b && b->label_mask.defined());
+        QCOMPARE(b->label_mask.sizes(), b->input_ids.sizes());
+        for (std::size_t r = 0; r < b->index.size(); ++r)
+            for (int64_t k = 0; k < 64; ++k)
+                QCOMPARE(b->label_mask[int64_t(r)][k].item<bool>(),
+                         ((b->index[r] * 64 + k) / 7) % 2 == 1);
+        // Wrong length: named, with both sizes.
+        {
+            std::ofstream m(mask, std::ios::binary | std::ios::app);
+            m.put(1);
+        }
+        try {
+            data::TokenDataset::build(d, 256);
+            QFAIL("a mask one byte too long was accepted");
+        } catch (const std::exception& e) {
+            const std::string what = e.what();
+            QVERIFY2(what.find("dataset.label_mask_paths[0]") != std::string::npos &&
+                         what.find("641 bytes") != std::string::npos &&
+                         what.find("640 tokens") != std::string::npos,
+                     e.what());
+        }
+        // A folder of token files has no one mask per entry.
+        d.paths = {dir.path().toStdString()};
+        QVERIFY_THROWS_EXCEPTION(std::exception, data::TokenDataset::build(d, 256));
+        // The config check: numpy only, one mask per path.
+        config::ExperimentConfig e;
+        e.dataset.source = config::DataSource::numpy;
+        e.dataset.paths = {tokens, tokens};
+        e.dataset.label_mask_paths = {mask};
+        bool named = false;
+        for (const auto& issue : config::check_consistency(e))
+            named = named || issue.path == "dataset.label_mask_paths";
+        QVERIFY(named);
     }
 
     void shuffledOrderIsNumpys() {

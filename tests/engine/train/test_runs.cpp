@@ -701,6 +701,28 @@ private Q_SLOTS:
         QVERIFY2(
             bad.output.contains(path + ": token") && bad.output.contains("outside the vocabulary"),
             qPrintable(bad.output));
+        // The whole file is checked before the first step (issue 34): a bad token near its end
+        // stops the run at the start, with its position, not at the batch that holds it.
+        const QString late = runs() + "/late.npy";
+        QFile g(late);
+        QVERIFY(g.open(QIODevice::WriteOnly));
+        QVector<quint16> ok(40000, 5);
+        ok[39000] = 400;
+        g.write(reinterpret_cast<const char*>(ok.constData()), ok.size() * 2);
+        g.close();
+        auto lateRun =
+            run_engine(args("late", {"dataset.source=numpy", "dataset.paths=[" + late + "]",
+                                     "model.vocab_size=256", "trainer.max_duration=10steps",
+                                     "trainer.metrics_collect_interval=1"}),
+                       runs());
+        QCOMPARE(lateRun.exit_code, 1);
+        QVERIFY2(lateRun.output.contains(late + ": token 400 at position 39000 (byte 78000)"),
+                 qPrintable(lateRun.output));
+        QVERIFY(!QFile::exists(folder("late") + "/metrics.jsonl"));
+        // Each file's largest token is kept in the run folder, by size and modification time.
+        const auto ranges = read_json(folder("npy") + "/token_ranges.json");
+        QCOMPARE(ranges.size(), 1);
+        QCOMPARE(ranges.begin().value().toObject()["max_token"].toInt(), 299);
     }
 
     void bf16Autocast() {
