@@ -25,6 +25,10 @@ Checkpointer::Checkpointer(dist::Environment& env, bool save_overwrite,
 
 Checkpointer::~Checkpointer() {
     if (writer_.joinable()) writer_.join();
+    // The staging folder of remote saves and loads, once its last rank's files are gone (issue
+    // 34: an empty .checkpoint-staging was left behind). A folder still in use is not empty.
+    std::error_code ec;
+    fs::remove(staging_dir(), ec);
 }
 
 Storage& Checkpointer::storage_of(const std::string& path) {
@@ -37,6 +41,12 @@ Storage& Checkpointer::storage_of(const std::string& path) {
     return *remote_;
 }
 
+namespace {
+std::string already_exists(const std::string& dir) {
+    return dir + ": checkpoint already exists (set trainer.save_overwrite=true to replace it)";
+}
+}  // namespace
+
 std::string Checkpointer::staging_dir() const {
     if (!staging_dir_.empty()) return staging_dir_;
     return (fs::temp_directory_path() / ("lathe-staging-" + std::to_string(::getpid()))).string();
@@ -48,11 +58,11 @@ void Checkpointer::save(const std::string& dir, Stateful& state, bool ephemeral,
     wait();  // one save at a time, in the same order on every rank
     // (Made here, on the training thread: the writer thread only uses it.)
     Storage& storage = storage_of(dir);
-    if (storage.exists(run_folder::join(dir, run_folder::kCheckpointMetadataFile)) &&
-        !save_overwrite_) {
-        throw Error(dir +
-                    ": checkpoint already exists (set trainer.save_overwrite=true to replace it)");
-    }
+    // An async save to a bucket asks on the writer thread (write_remote): a HEAD request here
+    // would hold up the training step (issue 34).
+    if (!(async && storage.remote()) && !save_overwrite_ &&
+        storage.exists(run_folder::join(dir, run_folder::kCheckpointMetadataFile)))
+        throw Error(already_exists(dir));
     Staged s;
     s.dir = dir;
     s.ephemeral = ephemeral;
@@ -167,6 +177,9 @@ void Checkpointer::write_remote(const Staged& s, Storage& remote) {
         // save_overwrite: the old checkpoint stops counting (its metadata goes first) and goes.
         if (env_.rank() == 0) {
             try {
+                if (!save_overwrite_ &&
+                    remote.exists(run_folder::join(s.dir, run_folder::kCheckpointMetadataFile)))
+                    throw Error(already_exists(s.dir));
                 if (remote.exists(s.dir)) remote.remove_all(s.dir);
             } catch (const std::exception& e) {
                 error = e.what();
@@ -197,6 +210,7 @@ void Checkpointer::write_remote(const Staged& s, Storage& remote) {
             error = e.what();
         }
         fs::remove_all(local, ec);
+        fs::remove(staging_dir(), ec);  // only when no other rank's files are in it
         agree(error);
         // Every rank's files are there: the checkpoint becomes complete.
         if (env_.rank() == 0) {

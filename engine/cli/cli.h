@@ -29,6 +29,7 @@ int cmd_generate(const Args& args);
 int cmd_tokenizer(const Args& args);
 int cmd_prepare_data(const Args& args);
 int cmd_dataset(const Args& args);
+int cmd_runs(const Args& args);
 
 }  // namespace lathe::cli
 

@@ -221,4 +221,64 @@ int cmd_presets(const Args&) {
     return kExitOk;
 }
 
+int cmd_runs(const Args& args) {
+    bool json = false;
+    std::string root;
+    for (const auto& a : args) {
+        if (a == "--json") {
+            json = true;
+        } else if (root.empty() && a.rfind("--", 0) != 0) {
+            root = a;
+        } else {
+            std::cerr << "lathe-engine runs: unexpected argument " << a
+                      << "\nusage: lathe-engine runs [ROOT] [--json]\n";
+            return kExitUsage;
+        }
+    }
+    if (root.empty()) root = run_folder::default_runs_root();
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) {
+        std::cerr << "lathe-engine runs: " << root << ": no such folder\n";
+        return kExitFailure;
+    }
+    std::vector<std::string> folders;
+    for (const auto& e : fs::directory_iterator(root, ec))
+        if (e.is_directory() && run_folder::is_run_folder(e.path().string()))
+            folders.push_back(e.path().string());
+    std::sort(folders.begin(), folders.end());
+    for (const auto& f : folders) {
+        nlohmann::json row = {{"name", fs::path(f).filename().string()}, {"path", f}};
+        std::string error;
+        const auto s = run_folder::read_record<run_folder::RunStatus>(
+            run_folder::join(f, run_folder::kStatusFile), &error);
+        if (s) {
+            const auto state = run_folder::effective_state(*s);
+            row["state"] = state;
+            row["reason"] = state == s->state
+                                ? s->reason
+                                : "its process " + std::to_string(s->pid) +
+                                      " is gone without a final status (killed or crashed)";
+            row["step"] = s->step;
+            row["max_steps"] = s->max_steps;
+            row["updated_at"] = s->updated_at;
+            row["model"] = s->model;
+            row["last_loss"] = s->last_loss ? nlohmann::json(*s->last_loss) : nlohmann::json();
+        } else {
+            row["state"] = "unknown";
+            row["reason"] = error.empty() ? "no status.json" : error;
+        }
+        if (json) {
+            std::cout << row.dump() << "\n";
+            continue;
+        }
+        std::printf("%-28s %-12s %8s  %s\n", row["name"].get<std::string>().c_str(),
+                    row["state"].get<std::string>().c_str(),
+                    row.contains("step") ? std::to_string(row["step"].get<int64_t>()).c_str() : "-",
+                    row["reason"].get<std::string>().c_str());
+    }
+    if (!json && folders.empty()) std::cout << "no runs in " << root << "\n";
+    return kExitOk;
+}
+
 }  // namespace lathe::cli

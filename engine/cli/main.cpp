@@ -45,6 +45,9 @@ Commands:
         --out DIR [--shard-size S]   files and manifest.json, on every core; resumable
   dataset [CONFIG] [a.b=value ...]   describe the config's data; --instances A:B prints those
         [--instances A:B] [--decode] instances' ids (and text)
+  runs [ROOT] [--json]               the runs under ROOT (default: the runs folder) and where each
+                                     stands: running, finished, stopped, failed, or interrupted
+                                     (status "running" but its process is gone)
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
         {"tokenizer", cmd_tokenizer},
         {"prepare-data", cmd_prepare_data},
         {"dataset", cmd_dataset},
+        {"runs", cmd_runs},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <signal.h>
+
 namespace lathe::run_folder {
 
 namespace {
@@ -202,6 +204,23 @@ std::string iso_time_now() {
     gmtime_r(&t, &tm);
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
+}
+
+bool lathe_process_alive(int64_t pid) {
+    if (pid <= 0) return false;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+    std::ifstream self("/proc/self/cmdline");
+    if (!self) return true;  // no /proc: the signal is all there is to go on
+    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    if (!cmdline) return false;
+    std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    return text.find("lathe") != std::string::npos;
+}
+
+std::string effective_state(const RunStatus& s) {
+    if (s.state == RunStatus::kRunning && !lathe_process_alive(s.pid))
+        return RunStatus::kInterrupted;
+    return s.state;
 }
 
 }  // namespace lathe::run_folder

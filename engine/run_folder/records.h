@@ -29,6 +29,9 @@ struct RunStatus {
     static constexpr const char* kFinished = "finished";
     static constexpr const char* kStopped = "stopped";
     static constexpr const char* kFailed = "failed";
+    /// Never written by a run: what "running" reads as once its process is gone without a final
+    /// status (SIGKILL, a crash, a reboot); see effective_state().
+    static constexpr const char* kInterrupted = "interrupted";
 
     std::string state;                   ///< running, finished, stopped or failed
     std::string reason;                  ///< why it stopped or failed; empty otherwise
@@ -57,6 +60,12 @@ struct RunStatus {
         v("last_loss", last_loss);
     }
 };
+
+/// Whether `pid` is a live Lathe process on this machine: signal 0 reaches it and, where /proc
+/// exists, its command line names lathe (a recycled pid running another program is not).
+bool lathe_process_alive(int64_t pid);
+/// `s.state`, except that "running" whose process is gone reads RunStatus::kInterrupted.
+std::string effective_state(const RunStatus& s);
 
 /// parent.json: a run started from another run's checkpoint ("Resume as new run").
 struct ParentLink {

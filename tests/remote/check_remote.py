@@ -339,6 +339,8 @@ def main():
         check("loaded checkpoint s3://ckpt/r1/step6" in r.stderr + r.stdout
               and not any(k.startswith("r1/step8/") for k in keys("r1/")),
               "resume ignores the incomplete step8, picks step6, and the partial upload is removed")
+        check(not (work / "runs" / "r1" / ".checkpoint-staging").exists(),
+              "no .checkpoint-staging folder is left in the run folder after remote saves and loads")
 
         # A damaged remote checkpoint (its tensor file cut short): set aside as unusable, and
         # the run falls back to the next older complete one.

@@ -7,10 +7,7 @@
 #include <QFile>
 #include <QFileInfo>
 
-#include <cerrno>
 #include <cmath>
-
-#include <signal.h>
 
 namespace lathe::ui {
 namespace {
@@ -37,13 +34,7 @@ bool RunInfo::operator==(const RunInfo& o) const {
 }
 
 bool processAlive(qint64 pid) {
-    if (pid <= 0) return false;
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-    // A recycled pid belongs to some other program: check its command line where we can.
-    QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
-    if (!QDir(QStringLiteral("/proc/self")).exists()) return true;
-    if (!cmdline.open(QIODevice::ReadOnly)) return false;
-    return cmdline.read(4096).contains("lathe");
+    return run_folder::lathe_process_alive(pid);
 }
 
 QString defaultRunsRoot() {

@@ -14,9 +14,21 @@ RunStatusCallback::RunStatusCallback(std::string folder, std::string model, std:
     : folder_(std::move(folder)), model_(std::move(model)), config_text_(std::move(config_text)) {}
 
 void RunStatusCallback::pre_train() {
-    if (trainer().env().rank() == 0)
+    if (trainer().env().rank() == 0) {
+        // A run of this folder that died without a final status (SIGKILL, a crash): say so
+        // before its status.json is overwritten.
+        const auto old = run_folder::read_record<run_folder::RunStatus>(
+            run_folder::join(folder_, run_folder::kStatusFile));
+        if (old && old->pid != static_cast<int64_t>(::getpid()) &&
+            run_folder::effective_state(*old) == run_folder::RunStatus::kInterrupted)
+            log::warn(
+                "the previous run of this folder was interrupted at step {}: status.json said "
+                "\"running\", but its process {} is gone (killed or crashed) without a final "
+                "status; this run goes on from the newest complete checkpoint",
+                old->step, old->pid);
         run_folder::write_file_atomic(run_folder::join(folder_, run_folder::kConfigFile),
                                       config_text_);
+    }
     started_ = true;
     start_ = std::chrono::steady_clock::now();
     start_step_ = step();

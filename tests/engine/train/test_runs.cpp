@@ -464,11 +464,25 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(QDir(folder("killed")).entryList({"step*"}).size() >= 4, 60000);
         ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
         p.waitForFinished();
+        // status.json still says "running"; its process is gone: `runs` lists it as interrupted
+        // (issue 34), as the workbench's Runs dock does.
+        auto listed = run_engine({"runs", runs(), "--json"}, runs());
+        QVERIFY2(listed.exit_code == 0, qPrintable(listed.output));
+        QString state;
+        for (const auto& line : listed.output.split('\n', Qt::SkipEmptyParts)) {
+            const auto o = QJsonDocument::fromJson(line.toUtf8()).object();
+            if (o["name"].toString() == "killed") state = o["state"].toString();
+        }
+        QVERIFY2(state == "interrupted", qPrintable(listed.output));
+        QVERIFY(read_text(folder("killed") + "/status.json").contains("\"running\""));
         auto r = run_engine(
             args("killed", {"trainer.max_duration=1000steps", "trainer.hard_stop=1steps"}), runs());
         // hard_stop is already passed after loading: the run loads the newest complete one and stops.
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         QVERIFY(r.output.contains("loaded checkpoint"));
+        // The next start says what happened to the one before it.
+        QVERIFY2(r.output.contains("the previous run of this folder was interrupted"),
+                 qPrintable(r.output));
         for (const auto& name : QDir(folder("killed")).entryList({"step*"}, QDir::Dirs)) {
             QVERIFY2(!name.endsWith("-tmp"), qPrintable(name));
             QVERIFY2(QFile::exists(folder("killed") + "/" + name + "/.metadata.json"),
