@@ -94,6 +94,34 @@ private Q_SLOTS:
         QVERIFY(sawCheckpoint);
     }
 
+    // The window fits a 1366x768 screen (issue 34: it needed 1651x990 and grew while running),
+    // idle and while a run streams its metrics into every dock.
+    void fitsSmallScreens() {
+        qputenv("LATHE_FAKE_MODE", "normal");
+        qputenv("LATHE_FAKE_STEPS", "40");
+        qputenv("LATHE_FAKE_STEP_MS", "25");
+        qputenv("LATHE_FAKE_SAMPLES", "10");
+        MainWindow w;
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto minimum = [&] { return w.minimumSizeHint().expandedTo(w.minimumSize()); };
+        QVERIFY2(minimum().width() <= 1366 && minimum().height() <= 768,
+                 qPrintable(
+                     QStringLiteral("idle: %1x%2").arg(minimum().width()).arg(minimum().height())));
+        w.startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("running"), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(w.progressBar()->value() >= 20, 20000);
+        QVERIFY2(
+            minimum().width() <= 1366 && minimum().height() <= 768,
+            qPrintable(
+                QStringLiteral("running: %1x%2").arg(minimum().width()).arg(minimum().height())));
+        QVERIFY2(w.width() <= 1366 && w.height() <= 768,
+                 qPrintable(QStringLiteral("grew to %1x%2").arg(w.width()).arg(w.height())));
+        w.stopAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 20000);
+    }
+
     // SIGTERM while a run is going: the engine is stopped with a final checkpoint, the window
     // closes, and once it is gone so is its /tmp/lathe-* control folder (as with Quit).
     void sigtermQuitsGracefully() {

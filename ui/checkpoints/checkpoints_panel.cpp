@@ -45,10 +45,14 @@ CheckpointsPanel::CheckpointsPanel(CheckpointsModel* model, QWidget* parent)
     delete_ = new QPushButton(tr("Delete…"), this);
     delete_->setObjectName(QStringLiteral("deleteCheckpoint"));
     folder_ = new QPushButton(tr("Open folder"), this);
-    for (auto* b : {resume_, resumeNew_, editResume_, verify_, delete_, folder_})
-        buttons->addWidget(b);
+    // Two rows, so that the dock fits beside the plots on a 1366-pixel screen.
+    for (auto* b : {resume_, resumeNew_, editResume_}) buttons->addWidget(b);
     buttons->addStretch(1);
     layout->addLayout(buttons);
+    auto* more = new QHBoxLayout;
+    for (auto* b : {verify_, delete_, folder_}) more->addWidget(b);
+    more->addStretch(1);
+    layout->addLayout(more);
     resumeBar_ = new ResumeBar(this);
     layout->addWidget(resumeBar_);
 

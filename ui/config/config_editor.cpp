@@ -178,6 +178,7 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
 
     summary_ = new QLabel(this);
     summary_->setObjectName(QStringLiteral("validationSummary"));
+    summary_->setWordWrap(true);  // the memory figures are long: they must not widen the dock
     layout->addWidget(summary_);
     problems_ = new QListWidget(this);
     problems_->setObjectName(QStringLiteral("problems"));

@@ -70,7 +70,8 @@ MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
     setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     setNoAntialiasingOnDrag(true);
     setPlottingHint(QCP::phCacheLabels, true);
-    setMinimumSize(260, 180);
+    // Small enough that six of them (3 x 2) fit a 1366x768 window beside the docks.
+    setMinimumSize(190, 120);
     setMouseTracking(true);
 
     placeholder_ = new QCPItemText(this);

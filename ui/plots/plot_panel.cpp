@@ -45,6 +45,7 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     smoothing_->setRange(0, 99);
     smoothing_->setValue(qRound(store_->smoothingWeight() * 100));
     smoothing_->setMaximumWidth(160);
+    smoothing_->setMinimumWidth(60);
     smoothing_->setToolTip(
         tr("TensorBoard's debiased exponential moving average; the raw values "
            "are drawn faintly behind."));
@@ -78,12 +79,7 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     reset->setToolTip(tr("Fit all data (also: double-click a plot)"));
     controls->addWidget(reset);
     controls->addStretch(1);
-    auto* png = new QToolButton(this);
-    png->setText(tr("Export PNG…"));
-    controls->addWidget(png);
-    auto* csv = new QToolButton(this);
-    csv->setText(tr("Export CSV…"));
-    controls->addWidget(csv);
+    // (Exporting is in the File menu: buttons here made the panel too wide for small screens.)
     layout->addLayout(controls);
 
     grid_ = new QWidget(this);
@@ -119,8 +115,6 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     });
     connect(follow_, &QCheckBox::toggled, this, &PlotPanel::setFollowLatest);
     connect(reset, &QToolButton::clicked, this, &PlotPanel::resetView);
-    connect(png, &QToolButton::clicked, this, &PlotPanel::exportPngInteractive);
-    connect(csv, &QToolButton::clicked, this, &PlotPanel::exportCsvInteractive);
 }
 
 MetricPlot* PlotPanel::plotFor(const QString& metricName) const {

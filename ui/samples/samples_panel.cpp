@@ -63,15 +63,20 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     generate_->setObjectName(QStringLiteral("tryItGenerate"));
     stop_ = new QPushButton(tr("Stop"), box);
     stop_->setObjectName(QStringLiteral("tryItStop"));
-    row->addWidget(prompt_, 1);
+    // The prompt on a row of its own: the dock stays narrow enough for a 1366-pixel screen.
+    form->addWidget(prompt_);
     row->addWidget(maxTokens_);
     row->addWidget(temperature_);
+    row->addStretch(1);
     row->addWidget(generate_);
     row->addWidget(stop_);
     form->addLayout(row);
     output_ = new QPlainTextEdit(box);
     output_->setObjectName(QStringLiteral("tryItOutput"));
     output_->setReadOnly(true);
+    // Tabbed with the log at the bottom: a low minimum keeps the window within 768 pixels.
+    output_->setMinimumHeight(output_->fontMetrics().lineSpacing() * 2);
+    view_->setMinimumHeight(view_->fontMetrics().lineSpacing() * 3);
     form->addWidget(output_);
     layout->addWidget(box, 1);
 
