@@ -294,6 +294,13 @@ void MainWindow::beginRunUi() {
     progress_->setRange(0, 0);
     setProgressText(tr("starting…"));
     speed_->clear();
+    lastRate_.clear();
+    stopRequested_ = false;
+}
+
+void MainWindow::stopRun() {
+    stopRequested_ = true;
+    run_->requestStop(true);
 }
 
 bool MainWindow::openRun(const QString& runDir) {
@@ -419,7 +426,7 @@ void MainWindow::buildActions() {
     stop_ = new QAction(style()->standardIcon(QStyle::SP_MediaStop), tr("S&top"), this);
     stop_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
     stop_->setToolTip(tr("Finish the step, save a final checkpoint and exit (Ctrl+.)"));
-    connect(stop_, &QAction::triggered, run_, [this] { run_->requestStop(true); });
+    connect(stop_, &QAction::triggered, this, &MainWindow::stopRun);
 
     kill_ = new QAction(style()->standardIcon(QStyle::SP_BrowserStop), tr("&Kill"), this);
     kill_->setToolTip(tr("End every engine process now (no checkpoint)"));
@@ -635,7 +642,10 @@ bool MainWindow::startRun() {
 }
 
 void MainWindow::onStateChanged(RunController::State s) {
-    state_->setText(RunController::stateName(s));
+    // A run ended by Stop says so (issue 34: it showed "finished" beside an ETA).
+    state_->setText(s == RunController::State::Finished && stopRequested_
+                        ? tr("stopped")
+                        : RunController::stateName(s));
     state_->setStyleSheet(stateStyle(s));
     const bool active = run_->isActive();
     const bool layoutOk = editor_->parallelLayout().ok();
@@ -689,13 +699,16 @@ void MainWindow::onStatus(const lathe::protocol::Status& st) {
         progress_->setRange(0, 0);
         setProgressText(tr("step %1").arg(st.step));
     }
-    speed_->setText(tr("  %1 tokens/s · ETA %2")
-                        .arg(formatRate(st.tokens_per_s),
-                             st.eta_s ? formatDuration(*st.eta_s) : QStringLiteral("–")));
+    lastRate_ = formatRate(st.tokens_per_s);
+    speed_->setText(
+        tr("  %1 tokens/s · ETA %2")
+            .arg(lastRate_, st.eta_s ? formatDuration(*st.eta_s) : QStringLiteral("–")));
 }
 
 void MainWindow::onFinished(int exitCode, const QString& summary, const QStringList& lastLines) {
     const bool ok = run_->state() == RunController::State::Finished;
+    // No ETA for a run that is over: the last speed stays, for the record.
+    speed_->setText(lastRate_.isEmpty() ? QString() : tr("  %1 tokens/s").arg(lastRate_));
     if (progress_->maximum() == 0) progress_->setRange(0, 1);
     if (ok && progress_->maximum() > 0) progress_->setValue(progress_->value());
     setProgressText(ok ? tr("%1 · %2").arg(summary, progressText())
@@ -738,7 +751,7 @@ void MainWindow::quitGracefully(const QString& why) {
     statusBar()->showMessage(
         tr("%1: stopping the engine (final checkpoint), then quitting").arg(why));
     closeAfterRun_ = true;
-    if (run_->state() != RunController::State::Stopping) run_->requestStop(true);
+    if (run_->state() != RunController::State::Stopping) stopRun();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -765,7 +778,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     box.exec();
     if (box.clickedButton() == stopButton) {
         closeAfterRun_ = true;
-        if (run_->state() != RunController::State::Stopping) run_->requestStop(true);
+        if (run_->state() != RunController::State::Stopping) stopRun();
     } else if (box.clickedButton() == killButton) {
         closeAfterRun_ = true;
         run_->kill();

@@ -128,6 +128,8 @@ private:
     /// The plan to resume from `checkpoint`, or nullopt after telling the user why not.
     std::optional<ResumePlan> resumePlanFor(const QString& checkpoint);
     void beginRunUi();
+    /// Stop with a final checkpoint, remembering that the user asked.
+    void stopRun();
 
     ConfigEditor* editor_ = nullptr;
     DataDialog* dataDialog_ = nullptr;
@@ -158,6 +160,9 @@ private:
     QLabel* progressText_ = nullptr;
     QLabel* speed_ = nullptr;
     bool closeAfterRun_ = false;
+    /// Stop (or a quit that stops) was asked for this run: it ends "stopped", not "finished".
+    bool stopRequested_ = false;
+    QString lastRate_;  ///< the last tokens/s shown, kept (without an ETA) once the run ends
     bool quitApplication_ = false;  // quitGracefully(): quit the application once closed
 };
 

@@ -102,7 +102,7 @@ private Q_SLOTS:
         QVERIFY(w.grab().save(shots + "/e2e-workbench.png"));
 
         w.stopAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 60000);
+        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("stopped"), 60000);
         QCOMPARE(w.run()->exitCode(), 0);
         // A final checkpoint exists, newer than the one requested above.
         QStringList complete;

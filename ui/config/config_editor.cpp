@@ -352,20 +352,10 @@ void ConfigEditor::revalidate() {
     for (auto it = editors_.begin(); it != editors_.end(); ++it)
         it.value()->setIssue(byField.value(it.key()).join(QLatin1Char('\n')));
     problems_->setVisible(!issues_.empty());
-    // What Start will ask of the machine, before Start: the model's size and its training state.
-    const QString memory =
-        issues_.empty()
-            ? QStringLiteral(" ") +
-                  tr("Training needs %1.")
-                      .arg(toQ(cfg::estimate_training_memory(loaded.config, worldSize_).describe()))
-            : QString();
-    summary_->setText(issues_.empty()
-                          ? tr("✔ The config is valid.") + memory
-                          : tr("✖ %n problem(s): the run cannot start until they are fixed.",
-                               nullptr, int(issues_.size())));
     resolved_->setPlainText(toQ(cfg::to_json(loaded.config).dump(2)));
     config_ = loaded.config;
     updateLayout();
+    updateSummary();
     const bool valid = issues_.empty();
     if (valid != valid_) {
         valid_ = valid;
@@ -425,7 +415,29 @@ void ConfigEditor::updateLayout() {
                       old.replicas == layout.replicas && old.shard == layout.shard &&
                       old.strategy == layout.strategy && old.problems == layout.problems;
     diagram_->setParallelLayout(layout);
+    updateSummary();
     if (!same) Q_EMIT parallelLayoutChanged();
+}
+
+void ConfigEditor::updateSummary() {
+    if (!issues_.empty()) {
+        summary_->setText(tr("✖ %n problem(s): the run cannot start until they are fixed.", nullptr,
+                             int(issues_.size())));
+        return;
+    }
+    // Start is disabled by a layout that cannot run on the chosen ranks: the summary says so
+    // rather than "valid" (issue 34).
+    const auto layout = cfg::parallel_layout(config_, worldSize_);
+    if (!layout.ok()) {
+        summary_->setText(tr("✖ The config cannot run on %1: %2")
+                              .arg(worldSize_ == 1 ? tr("1 rank") : tr("%1 ranks").arg(worldSize_),
+                                   toQ(layout.problems.front())));
+        return;
+    }
+    // What Start will ask of the machine, before Start: the model's size and its training state.
+    summary_->setText(tr("✔ The config is valid.") + QStringLiteral(" ") +
+                      tr("Training needs %1.")
+                          .arg(toQ(cfg::estimate_training_memory(config_, worldSize_).describe())));
 }
 
 Json ConfigEditor::resolvedJson() const {

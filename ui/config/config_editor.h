@@ -96,6 +96,8 @@ private:
     void updateSwitches();
     void revealField(const QString& path);
     void updateLayout();
+    /// The line under the tabs: the problems, a layout that cannot run, or the model's memory.
+    void updateSummary();
 
     FieldSpec root_;
     Json doc_;

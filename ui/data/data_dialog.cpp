@@ -210,7 +210,12 @@ void DataDialog::updateButtons() {
 
 void DataDialog::onFinished(bool ok) {
     updateButtons();
-    if (!ok) return;
+    if (!ok) {
+        // A failed or cancelled job has not made the data: the bar must not say 100% (issue 34).
+        progress_->setRange(0, 1000);
+        progress_->setValue(0);
+        return;
+    }
     Q_EMIT applyToConfig(job_->result().configChanges());
     status_->setText(job_->message() + QLatin1Char('\n') +
                      tr("The config now trains on it (dataset.* and model.vocab_size = %1).")

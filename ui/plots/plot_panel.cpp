@@ -22,9 +22,10 @@ QVector<MetricGroup> PlotPanel::defaultGroups() {
         {tr("Learning rate"), {QStringLiteral("optim/LR*")}, false},
         {tr("Gradient norm"), {QStringLiteral("optim/total grad norm")}, true},
         {tr("Throughput (tokens/s)"), {QStringLiteral("throughput/*TPS*")}, true},
-        {tr("Evaluation"),
-         {QStringLiteral("eval/*PPL*"), QStringLiteral("eval/*accuracy*"),
-          QStringLiteral("train/PPL")},
+        // Training perplexity is drawn here too, so the panel is not called "Evaluation".
+        {tr("Perplexity and accuracy"),
+         {QStringLiteral("train/PPL"), QStringLiteral("eval/*PPL*"),
+          QStringLiteral("eval/*accuracy*")},
          true},
         {tr("Memory"),
          {QStringLiteral("system/*memory*"), QStringLiteral("gpu_memory/*"),

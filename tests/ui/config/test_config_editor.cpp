@@ -415,6 +415,14 @@ private Q_SLOTS:
         QVERIFY2(diagram->text().contains(QStringLiteral(
                      "train_module.tp_config.degree: 2 does not divide the world size (3 ranks)")),
                  qPrintable(diagram->text()));
+        // The summary does not call the config valid while the layout keeps Start disabled.
+        const auto* summary = editor.findChild<QLabel*>(QStringLiteral("validationSummary"));
+        QVERIFY2(!summary->text().contains(QStringLiteral("valid")) &&
+                     summary->text().contains(QStringLiteral("cannot run on 3 ranks")),
+                 qPrintable(summary->text()));
+        editor.setWorldSize(4);
+        QVERIFY(summary->text().contains(QStringLiteral("valid")));
+        editor.setWorldSize(3);
         // A degree the model cannot take is a config problem, marked on the field.
         userSets(editor.editorFor(QStringLiteral("train_module.tp_config.degree")), 3);
         QVERIFY(!editor.isValid());

@@ -9,6 +9,7 @@
 #include <QAction>
 #include <QDir>
 #include <QLabel>
+#include <QProgressBar>
 #include <QRandomGenerator>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -139,6 +140,19 @@ private Q_SLOTS:
     }
 
     // Cancel stops prepare-data and keeps its finished shards; Prepare again goes on.
+    // A job that ends without the data leaves the bar empty, not at the last fraction it showed
+    // (issue 34: a failed Prepare left it at 100%).
+    void failedPrepareEmptiesTheBar() {
+        DataDialog d;
+        auto* bar = d.findChild<QProgressBar*>(QStringLiteral("dataProgress"));
+        QVERIFY(bar);
+        Q_EMIT d.job()->progressChanged(1.0, QStringLiteral("writing the manifest"));
+        QCOMPARE(bar->value(), 1000);
+        Q_EMIT d.job()->finished(false);
+        QCOMPARE(bar->value(), 0);
+        QCOMPARE(bar->maximum(), 1000);
+    }
+
     void cancelKeepsShards() {
         const QString big = root_.path() + "/big";
         QVERIFY(QDir().mkpath(big));

@@ -82,6 +82,19 @@ private Q_SLOTS:
         QVERIFY2(text.contains(QStringLiteral("<b>train/CE loss</b>: 5 ")), qPrintable(text));
     }
 
+    // A panel's title names what it draws: training perplexity is not under "Evaluation"
+    // (issue 34).
+    void panelTitlesNameTheirMetrics() {
+        bool found = false;
+        for (const auto& g : PlotPanel::defaultGroups()) {
+            if (!g.patterns.contains(QStringLiteral("train/PPL"))) continue;
+            found = true;
+            QVERIFY2(!g.title.startsWith(QStringLiteral("Eval")), qPrintable(g.title));
+            QVERIFY(g.title.contains(QStringLiteral("Perplexity")));
+        }
+        QVERIFY(found);
+    }
+
     void valueAxisHasAMinimumSpan() {
         using lathe::ui::MetricPlot;
         // ±0.5% noise around 100 is not stretched over the whole plot: the axis is at least 5 tall.
