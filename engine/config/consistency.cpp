@@ -150,9 +150,10 @@ void check_model(const ExperimentConfig& c, const Add& add) {
     const auto& m = c.model;
     const auto& tm = c.train_module;
     if (!m.head_dim && m.d_model % m.n_heads != 0) {
-        add("model.n_heads", "d_model (" + std::to_string(m.d_model) +
-                                 ") must be divisible by n_heads (" + std::to_string(m.n_heads) +
-                                 ")");
+        // On d_model (issue 34): a d_model the heads cannot split is usually the one just typed.
+        add("model.d_model", "must be a multiple of model.n_heads (" + std::to_string(m.n_heads) +
+                                 ") unless model.head_dim is set (got " +
+                                 std::to_string(m.d_model) + ")");
     } else if (m.resolved_head_dim() % 2 != 0) {
         add(m.head_dim ? "model.head_dim" : "model.n_heads",
             "head size " + std::to_string(m.resolved_head_dim()) +

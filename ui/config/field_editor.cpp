@@ -55,7 +55,18 @@ void FieldEditor::build() {
         if (spec_.minimum) spin_->setMinimum(*spec_.minimum);
         if (spec_.maximum) spin_->setMaximum(*spec_.maximum);
         connect(spin_, &QDoubleSpinBox::valueChanged, this, [this] {
+            if (note_) note_->hide();
             if (!updating_) Q_EMIT edited();
+        });
+        // A refused keystroke is said, not dropped in silence (issue 34).
+        connect(spin_, &ScientificSpinBox::inputRefused, this, [this, integer](const QString& t) {
+            note_->setText(integer ? tr("\u201c%1\u201d is not a whole number: digits, a sign and "
+                                        "an exponent (5e6) only")
+                                         .arg(t)
+                                   : tr("\u201c%1\u201d is not a number: digits, a sign, a point "
+                                        "and an exponent (3e-4) only")
+                                         .arg(t));
+            note_->show();
         });
         row->addWidget(spin_, 1);
         return spin_;
@@ -137,6 +148,11 @@ void FieldEditor::build() {
     error_->setPalette(p);
     error_->hide();
     outer->addWidget(error_);
+    note_ = new QLabel(this);
+    note_->setObjectName(QStringLiteral("fieldNote"));
+    note_->setWordWrap(true);
+    note_->hide();
+    outer->addWidget(note_);
 
     setToolTip(spec_.description);
     setFocusProxy(input_);

@@ -62,6 +62,8 @@ private:
     QToolButton* picker_ = nullptr;
     QCheckBox* null_ = nullptr;
     QLabel* error_ = nullptr;
+    /// Why the last keystroke was not taken (a letter in a number); hidden at the next edit.
+    QLabel* note_ = nullptr;
     QWidget* frame_ = nullptr;
     QString issue_;
     bool updating_ = false;

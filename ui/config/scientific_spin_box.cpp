@@ -42,7 +42,10 @@ QValidator::State ScientificSpinBox::validate(QString& text, int&) const {
     if (!ok) {
         // "1e", "1.5e-" are on their way to a number.
         static const QRegularExpression partial(QStringLiteral(R"(^[+-]?\d*\.?\d*([eE][+-]?)?$)"));
-        return partial.match(t).hasMatch() ? QValidator::Intermediate : QValidator::Invalid;
+        if (partial.match(t).hasMatch()) return QValidator::Intermediate;
+        // (validate is const for Qt; telling the field is not a change of state.)
+        Q_EMIT const_cast<ScientificSpinBox*>(this)->inputRefused(t);
+        return QValidator::Invalid;
     }
     if (integer_ && v != std::round(v)) return QValidator::Intermediate;
     if (v < minimum() || v > maximum()) return QValidator::Intermediate;

@@ -20,6 +20,11 @@ public:
     void fixup(QString& input) const override;
     void stepBy(int steps) override;
 
+Q_SIGNALS:
+    /// A keystroke was refused: `text` (what the box would have held) is no number, and cannot
+    /// become one by typing more. Qt drops such keys without a word; the field says why.
+    void inputRefused(const QString& text);
+
 private:
     bool integer_;
 };

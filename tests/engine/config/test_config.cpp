@@ -371,7 +371,8 @@ private Q_SLOTS:
                                         "dataset.sequence_length (64), got 1000";
         QTest::newRow("heads") << "a.json"
                                << R"({"model": {"d_model": 64, "n_heads": 5}})"
-                               << "model.n_heads: d_model (64) must be divisible by n_heads (5)";
+                               << "model.d_model: must be a multiple of model.n_heads (5) unless "
+                                  "model.head_dim is set (got 64)";
         QTest::newRow("ephemeral interval")
             << "a.json"
             << R"({"trainer": {"callbacks": {"checkpointer": {"save_interval": 10, "ephemeral_save_interval": 20}}}})"

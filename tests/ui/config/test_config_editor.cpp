@@ -244,6 +244,30 @@ private Q_SLOTS:
         QVERIFY(editor.isChangedFromPreset(path));
     }
 
+    // A letter typed into a number is refused with a word, not dropped in silence (issue 34);
+    // the next keystroke that is taken clears it.
+    void refusedKeystrokesAreExplained() {
+        ConfigEditor editor;
+        editor.show();
+        FieldEditor* d = editor.editorFor(QStringLiteral("model.d_model"));
+        auto* spin = d->findChild<lathe::ui::ScientificSpinBox*>();
+        auto* note = d->findChild<QLabel*>(QStringLiteral("fieldNote"));
+        QVERIFY(spin && note);
+        spin->setFocus();
+        spin->selectAll();
+        QTest::keyClicks(spin, QStringLiteral("12"));
+        QVERIFY(note->isHidden());
+        QTest::keyClicks(spin, QStringLiteral("x"));
+        QVERIFY(!note->isHidden());
+        QVERIFY2(note->text().contains(QStringLiteral("12x")) &&
+                     note->text().contains(QStringLiteral("not a whole number")),
+                 qPrintable(note->text()));
+        QCOMPARE(spin->value(), 12.0);  // the letter was not taken
+        QTest::keyClicks(spin, QStringLiteral("8"));
+        QCOMPARE(spin->value(), 128.0);
+        QVERIFY(note->isHidden());
+    }
+
     void validationMarksTheField() {
         ConfigEditor editor;
         QSignalSpy validity(&editor, &ConfigEditor::validityChanged);
