@@ -382,13 +382,32 @@ std::map<std::string, torch::Tensor> read_checkpoint_weights(const std::string& 
     return out;
 }
 
+ModelSource::ModelSource(std::string path) : path_(std::move(path)) {
+    hf_ = is_hf_model_folder(path_);
+    if (!hf_ && !checkpoint::Checkpointer::dir_is_checkpoint(path_))
+        throw Error(path_ +
+                    ": neither a complete Lathe checkpoint nor a Hugging Face model folder "
+                    "(config.json with model.safetensors or model.safetensors.index.json)");
+    model_ = model_config_of(path_);
+}
+
+std::map<std::string, torch::Tensor> ModelSource::weights(
+    const config::ModelConfig& as, const std::map<std::string, std::string>& key_mapping) const {
+    return hf_ ? read_hf_weights(path_, as, key_mapping) : read_checkpoint_weights(path_, as);
+}
+
+std::string ModelSource::tokenizer_file() const {
+    return tokenizer::find_tokenizer_file(path_);
+}
+
 void import_hf(const std::string& hf_dir, const std::string& out_ckpt) {
     if (!is_hf_model_folder(hf_dir))
         throw Error(hf_dir +
                     ": not a Hugging Face model folder (config.json with "
                     "model.safetensors or model.safetensors.index.json)");
-    const auto m = model_config_of(hf_dir);
-    auto weights = read_hf_weights(hf_dir, m);
+    const ModelSource source(hf_dir);
+    const auto& m = source.model();
+    auto weights = source.weights(m);
     config::ExperimentConfig cfg;
     cfg.model = m;
     cfg.run_name = "import";

@@ -41,6 +41,33 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
 /// Lathe checkpoint's config.json.
 config::ModelConfig model_config_of(const std::string& path);
 
+/// A model to start from or to generate with, resolved once from its path: a complete Lathe
+/// checkpoint, or a Hugging Face model folder of any family (hf/family.h). Whatever the source,
+/// it yields the model config, the weights and the tokenizer file; trainer.load_path=HF_DIR,
+/// `import` and `generate` read models through it.
+class ModelSource {
+public:
+    /// Throws lathe::Error naming what `path` is not (or what its config.json cannot be).
+    explicit ModelSource(std::string path);
+    bool is_hf() const { return hf_; }
+    const std::string& path() const { return path_; }
+    const config::ModelConfig& model() const { return model_; }
+    /// The weights by Lathe name, converted to `as`'s dtype and checked against its shapes.
+    /// `key_mapping` (Lathe name -> name in the files; train_module.load_key_mapping) applies to
+    /// a Hugging Face folder; a checkpoint's names are Lathe's.
+    std::map<std::string, torch::Tensor> weights(
+        const config::ModelConfig& as,
+        const std::map<std::string, std::string>& key_mapping = {}) const;
+    /// The tokenizer file kept with the weights (tokenizer.json, else tokenizer.model); "" when
+    /// there is none.
+    std::string tokenizer_file() const;
+
+private:
+    std::string path_;
+    bool hf_ = false;
+    config::ModelConfig model_;
+};
+
 /// Reads the weights of the Hugging Face folder `dir` (sharded or not; fp32, bf16 or fp16) under
 /// Lathe's parameter names (without "model."), converted to `m`'s dtype. Names may also be
 /// OLMo-core's. `key_mapping` maps a Lathe parameter name to the name it has in the files (for

@@ -346,13 +346,14 @@ struct TextCodec {
     }
 };
 
-TextCodec text_codec(const std::string& path, const std::string& tokenizer_option) {
+TextCodec text_codec(const hf::ModelSource& source, const std::string& tokenizer_option) {
+    const std::string& path = source.path();
     TextCodec c;
     c.tokenizer_path = tokenizer_option;
     if (!c.tokenizer_path.empty()) {
         c.tok = tokenizer::load_tokenizer(c.tokenizer_path);
-    } else if (!tokenizer::find_tokenizer_file(path).empty()) {
-        c.tokenizer_path = tokenizer::find_tokenizer_file(path);
+    } else if (!source.tokenizer_file().empty()) {
+        c.tokenizer_path = source.tokenizer_file();
         try {
             c.tok = tokenizer::load_tokenizer(c.tokenizer_path);
         } catch (const Error& e) {
@@ -365,9 +366,9 @@ TextCodec text_codec(const std::string& path, const std::string& tokenizer_optio
 }
 
 // The model at `path` with its weights, on `device`.
-model::Transformer load_model(const std::string& path, const TextCodec& codec,
+model::Transformer load_model(const hf::ModelSource& source, const TextCodec& codec,
                               const torch::Device& device) {
-    const auto m = hf::model_config_of(path);
+    const auto& m = source.model();
     if (codec.tok && codec.tok->vocab_size() > m.vocab_size)
         throw Error(codec.tokenizer_path + ": its vocabulary (" +
                     std::to_string(codec.tok->vocab_size()) + ") is larger than the model's (" +
@@ -375,8 +376,7 @@ model::Transformer load_model(const std::string& path, const TextCodec& codec,
     model::Transformer net(m);
     {
         // Freed before the move to the device: the host holds one copy of the model at a time.
-        auto weights = hf::is_hf_model_folder(path) ? hf::read_hf_weights(path, m)
-                                                    : hf::read_checkpoint_weights(path, m);
+        auto weights = source.weights(m);
         torch::NoGradGuard no_grad;
         for (auto& param : net->named_parameters()) param.value().copy_(weights.at(param.key()));
     }
@@ -434,7 +434,8 @@ int cmd_generate(const Args& args) {
     auto& o = r.o;
     const LocalCopy model(p.spec);
     const std::string path = resolve_model_path(model.path());
-    const TextCodec codec = text_codec(path, p.option("--tokenizer"));
+    const hf::ModelSource source(path);
+    const TextCodec codec = text_codec(source, p.option("--tokenizer"));
     if (codec.tok && codec.tok->eos_id()) o.stop_ids.push_back(*codec.tok->eos_id());
     if (codec.tok) o.sample_vocab = codec.tok->vocab_size();
     if (!r.prompt_texts.empty() && !codec.has_text())
@@ -460,7 +461,7 @@ int cmd_generate(const Args& args) {
     check_context(path, r.prompts, o.max_new_tokens, r.max_context);
 
     const auto t_load = std::chrono::steady_clock::now();
-    auto net = load_model(path, codec, device);
+    auto net = load_model(source, codec, device);
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
     const auto t0 = std::chrono::steady_clock::now();

@@ -709,19 +709,19 @@ bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> 
         // A Hugging Face model folder: its weights start the run; trainer and optimizer start
         // fresh. Every rank reads the files (they are the same everywhere).
         const auto t0 = std::chrono::steady_clock::now();
-        const auto have = hf::model_config_of(dir);
-        const auto diffs = hf::model_differences(have, cfg_.model);
+        const hf::ModelSource source(dir);
+        const auto diffs = hf::model_differences(source.model(), cfg_.model);
         if (!diffs.empty()) {
             std::string list;
             for (const auto& d : diffs) list += "\n  " + d;
             throw Error("cannot load " + dir + ": its model differs from the config's:" + list);
         }
         std::map<std::string, torch::Tensor> tensors;
-        for (auto& [name, t] : hf::read_hf_weights(
-                 dir, cfg_.model,
+        for (auto& [name, t] : source.weights(
+                 cfg_.model,
                  cfg_.train_module.load_key_mapping.value_or(std::map<std::string, std::string>{})))
             tensors.emplace("model." + name, std::move(t));
-        // The names are already mapped (load_key_mapping applied by read_hf_weights).
+        // The names are already mapped (load_key_mapping applied by the source).
         train_module_.load_state_tensors(tensors, /*load_optim=*/false);
         env_.cpu_group().barrier();
         pending_load_duration_ =
