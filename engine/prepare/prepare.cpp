@@ -211,11 +211,28 @@ Json shard_json(const Shard& s) {
 
 }  // namespace
 
-Json prepare_data(const PrepareOptions& o) {
+namespace {
+
+// What a preparation will do, checked before anything is written: the tokenizer, the token type,
+// the EOS id, the inputs, and the settings a finished or interrupted output must match.
+struct Plan {
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    int64_t vocab = 0;
+    int64_t eos = 0;
+    std::string dtype;
+    int element = 2;
+    int threads = 1;
+    std::vector<SourceFile> sources;
+    Json settings;
+};
+
+Plan plan_preparation(const PrepareOptions& o) {
     static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token files are little-endian");
     if (o.out.empty()) throw Error("no output folder (--out DIR)");
-    const auto tok = tokenizer::load_tokenizer(o.tokenizer);
-    const int64_t vocab = tok->vocab_size();
+    Plan p;
+    p.tok = tokenizer::load_tokenizer(o.tokenizer);
+    const auto& tok = p.tok;
+    const int64_t vocab = p.vocab = tok->vocab_size();
     const auto eos = o.eos_id ? o.eos_id : tok->eos_id();
     if (!eos)
         throw Error(o.tokenizer +
@@ -223,6 +240,7 @@ Json prepare_data(const PrepareOptions& o) {
     if (*eos < 0 || *eos >= vocab)
         throw Error("EOS id " + std::to_string(*eos) + " is outside the vocabulary (" +
                     std::to_string(vocab) + " tokens)");
+    p.eos = *eos;
     if (o.add_bos && !tok->bos_id())
         throw Error(o.tokenizer + ": --add-bos, but the tokenizer has no BOS token");
     std::string dtype = o.dtype ? *o.dtype : (vocab <= 65536 ? "uint16" : "uint32");
@@ -231,10 +249,10 @@ Json prepare_data(const PrepareOptions& o) {
     if (dtype == "uint16" && vocab > 65536)
         throw Error(o.tokenizer + ": " + std::to_string(vocab) +
                     " tokens do not fit uint16 (at most 65536); use uint32");
-    const int element = dtype == "uint16" ? 2 : 4;
-    const int threads = o.threads > 0
-                            ? o.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    p.dtype = dtype;
+    p.element = dtype == "uint16" ? 2 : 4;
+    p.threads = o.threads > 0 ? o.threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
     auto sources = list_sources(o.paths);
     // The output folder may sit inside an input folder: its files are never input.
@@ -246,21 +264,33 @@ Json prepare_data(const PrepareOptions& o) {
                                  }),
                   sources.end());
     if (sources.empty()) throw Error("no input besides the output folder " + o.out);
-    Json settings = {{"tokenizer_id", tok->id()},    {"field", o.field},
-                     {"shard_bytes", o.shard_bytes}, {"dtype", dtype},
-                     {"add_bos", o.add_bos},         {"eos_id", *eos},
-                     {"sources", Json::array()}};
+    p.settings = {{"tokenizer_id", tok->id()},    {"field", o.field},
+                  {"shard_bytes", o.shard_bytes}, {"dtype", dtype},
+                  {"add_bos", o.add_bos},         {"eos_id", *eos},
+                  {"sources", Json::array()}};
     for (const auto& s : sources)
-        settings["sources"].push_back({{"path", fs::absolute(s.path).lexically_normal().string()},
-                                       {"bytes", s.bytes},
-                                       {"mtime_ns", s.mtime_ns}});
+        p.settings["sources"].push_back({{"path", fs::absolute(s.path).lexically_normal().string()},
+                                         {"bytes", s.bytes},
+                                         {"mtime_ns", s.mtime_ns}});
+    p.sources = std::move(sources);
+    return p;
+}
 
-    // The output folder: new, finished (same settings: nothing to do), or interrupted.
+// The output folder: new, finished with the same settings (its manifest: nothing to do), or
+// interrupted (the shards it kept, checked, and the (source, document) of the next shard).
+struct Output {
+    std::optional<Json> done;
+    std::vector<Shard> shards;
+    std::pair<std::size_t, uint64_t> resume_at{0, 0};
+};
+
+Output open_output(const PrepareOptions& o, const Plan& p) {
     const fs::path out(o.out);
     const fs::path manifest_path = out / kManifestFile, state_path = out / kStateFile;
+    const Json& settings = p.settings;
+    const int element = p.element;
     std::error_code ec;
-    std::vector<Shard> shards;
-    std::pair<std::size_t, uint64_t> resume_at{0, 0};  // (source, document) of the next shard
+    Output r;
     if (fs::exists(out, ec) && !fs::is_directory(out, ec))
         throw Error(o.out + ": exists and is not a folder");
     fs::create_directories(out, ec);
@@ -279,8 +309,8 @@ Json prepare_data(const PrepareOptions& o) {
     if (fs::exists(manifest_path)) {
         Json done = read_json(manifest_path);
         require_settings(done, "token files made", "choose another --out, or remove it");
-        if (o.on_progress) o.on_progress(Progress{});
-        return done;
+        r.done = std::move(done);
+        return r;
     }
     if (fs::exists(state_path)) {
         try {
@@ -295,10 +325,10 @@ Json prepare_data(const PrepareOptions& o) {
                     throw Error((out / sh.file).string() +
                                 ": missing or changed since it was written; remove " + o.out +
                                 " to start over");
-                shards.push_back(sh);
+                r.shards.push_back(sh);
             }
-            resume_at = {state.at("next_source").get<std::size_t>(),
-                         state.at("next_document").get<uint64_t>()};
+            r.resume_at = {state.at("next_source").get<std::size_t>(),
+                           state.at("next_document").get<uint64_t>()};
         } catch (const Json::exception& e) {
             throw Error(state_path.string() + ": damaged (" + e.what() + "); remove " + o.out +
                         " to start over");
@@ -317,38 +347,108 @@ Json prepare_data(const PrepareOptions& o) {
         const std::string name = e.path().filename().string();
         if (name.rfind("part-", 0) != 0) continue;
         bool kept = false;
-        for (const auto& s : shards) kept = kept || s.file == name;
+        for (const auto& s : r.shards) kept = kept || s.file == name;
         if (!kept) fs::remove(e.path(), ec);
     }
+    return r;
+}
+
+// .prepare-state.json: the shards kept so far and where the next one starts.
+void write_state(const fs::path& path, const Json& settings, const std::vector<Shard>& shards,
+                 std::size_t next_source, uint64_t next_document) {
+    Json state = {{"settings", settings},
+                  {"shards", Json::array()},
+                  {"next_source", next_source},
+                  {"next_document", next_document}};
+    for (const auto& s : shards) state["shards"].push_back(shard_json(s));
+    write_atomic(path, state.dump(1) + "\n");
+}
+
+// The progress a resumed preparation starts from: what its kept shards hold.
+Progress resumed_progress(const std::vector<Shard>& shards, uint64_t bytes_total) {
+    Progress p;
+    p.resumed_shards = p.shards = static_cast<int64_t>(shards.size());
+    p.bytes_total = bytes_total;
+    for (const auto& s : shards) {
+        p.tokens += s.tokens;
+        p.documents += s.documents;
+    }
+    return p;
+}
+
+// manifest.json of a finished preparation.
+Json manifest_json(const PrepareOptions& o, const Plan& p, const std::vector<Shard>& shards,
+                   const DocumentReader& reader, const Progress& progress,
+                   const std::string& tokenizer_copy) {
+    const auto& tok = p.tok;
+    Json manifest = {
+        {"format", kManifestFormat},
+        {"version", kManifestVersion},
+        {"created_by", "lathe-engine prepare-data"},
+        {"tokenizer",
+         {{"id", tok->id()},
+          {"file", tokenizer_copy},
+          {"source", o.tokenizer},
+          {"kind", tok->kind()},
+          {"vocab_size", p.vocab},
+          {"padded_vocab_size", tokenizer::padded_vocab_size(p.vocab)},
+          {"bos_id", tok->bos_id() ? Json(*tok->bos_id()) : Json(nullptr)},
+          {"eos_id", tok->eos_id() ? Json(*tok->eos_id()) : Json(nullptr)}}},
+        {"dtype", p.dtype},
+        {"eos_id", p.eos},
+        {"bos_prepended", o.add_bos},
+        {"tokens", progress.tokens},
+        {"documents", progress.documents},
+        {"text_bytes", reader.text_bytes()},
+        {"shards", Json::array()},
+        {"sources", Json::array()},
+        {"invalid_utf8", {{"count", reader.utf8_problem_count()}, {"first", Json::array()}}},
+        {"settings", p.settings}};
+    for (const auto& s : shards) manifest["shards"].push_back(shard_json(s));
+    for (std::size_t i = 0; i < p.sources.size(); ++i)
+        manifest["sources"].push_back({{"path", p.sources[i].path},
+                                       {"bytes", p.sources[i].bytes},
+                                       {"documents", reader.documents_per_source()[i]}});
+    for (const auto& pr : reader.utf8_problems())
+        manifest["invalid_utf8"]["first"].push_back({{"file", pr.file}, {"offset", pr.offset}});
+    return manifest;
+}
+
+}  // namespace
+
+Json prepare_data(const PrepareOptions& o) {
+    const Plan plan = plan_preparation(o);
+    const auto& tok = plan.tok;
+    const auto& sources = plan.sources;
+    const Json& settings = plan.settings;
+    const int element = plan.element, threads = plan.threads;
+    const int64_t eos = plan.eos;
+    Output opened = open_output(o, plan);
+    if (opened.done) {
+        if (o.on_progress) o.on_progress(Progress{});
+        return *opened.done;
+    }
+    const fs::path out(o.out);
+    const fs::path manifest_path = out / kManifestFile, state_path = out / kStateFile;
+    std::error_code ec;
+    std::vector<Shard> shards = std::move(opened.shards);
+    const auto resume_at = opened.resume_at;
     const std::string tokenizer_copy = tok->file_name();
     write_atomic(out / tokenizer_copy, read_bytes(o.tokenizer));
-    const int64_t resumed = static_cast<int64_t>(shards.size());
 
     auto save_state = [&](std::size_t next_source, uint64_t next_document) {
-        Json state = {{"settings", settings},
-                      {"shards", Json::array()},
-                      {"next_source", next_source},
-                      {"next_document", next_document}};
-        for (const auto& s : shards) state["shards"].push_back(shard_json(s));
-        write_atomic(state_path, state.dump(1) + "\n");
+        write_state(state_path, settings, shards, next_source, next_document);
     };
 
     DocumentReader reader(sources, o.field);
     reader.on_problem = o.on_problem;
-    TokenizerPool pool(o.tokenizer, threads, o.add_bos, tok->bos_id().value_or(0), *eos);
+    TokenizerPool pool(o.tokenizer, threads, o.add_bos, tok->bos_id().value_or(0), eos);
     ShardWriter writer(out, element);
     std::deque<std::pair<std::shared_ptr<TokenizerPool::Batch>, std::future<TokenizerPool::Tokens>>>
         in_flight;
     const auto t0 = Clock::now();
     auto last_report = t0;
-    Progress progress;
-    progress.resumed_shards = resumed;
-    progress.bytes_total = reader.bytes_total();
-    for (const auto& s : shards) {
-        progress.tokens += s.tokens;
-        progress.documents += s.documents;
-    }
-    progress.shards = resumed;
+    Progress progress = resumed_progress(shards, reader.bytes_total());
     auto report = [&](bool force) {
         const auto now = Clock::now();
         if (!o.on_progress || (!force && now - last_report < std::chrono::milliseconds(500)))
@@ -426,37 +526,7 @@ Json prepare_data(const PrepareOptions& o) {
     if (shards.empty())
         throw Error("no text: every input document is empty (" + std::to_string(sources.size()) +
                     " file(s))");
-
-    Json manifest = {
-        {"format", kManifestFormat},
-        {"version", kManifestVersion},
-        {"created_by", "lathe-engine prepare-data"},
-        {"tokenizer",
-         {{"id", tok->id()},
-          {"file", tokenizer_copy},
-          {"source", o.tokenizer},
-          {"kind", tok->kind()},
-          {"vocab_size", vocab},
-          {"padded_vocab_size", tokenizer::padded_vocab_size(vocab)},
-          {"bos_id", tok->bos_id() ? Json(*tok->bos_id()) : Json(nullptr)},
-          {"eos_id", tok->eos_id() ? Json(*tok->eos_id()) : Json(nullptr)}}},
-        {"dtype", dtype},
-        {"eos_id", *eos},
-        {"bos_prepended", o.add_bos},
-        {"tokens", progress.tokens},
-        {"documents", progress.documents},
-        {"text_bytes", reader.text_bytes()},
-        {"shards", Json::array()},
-        {"sources", Json::array()},
-        {"invalid_utf8", {{"count", reader.utf8_problem_count()}, {"first", Json::array()}}},
-        {"settings", settings}};
-    for (const auto& s : shards) manifest["shards"].push_back(shard_json(s));
-    for (std::size_t i = 0; i < sources.size(); ++i)
-        manifest["sources"].push_back({{"path", sources[i].path},
-                                       {"bytes", sources[i].bytes},
-                                       {"documents", reader.documents_per_source()[i]}});
-    for (const auto& p : reader.utf8_problems())
-        manifest["invalid_utf8"]["first"].push_back({{"file", p.file}, {"offset", p.offset}});
+    const Json manifest = manifest_json(o, plan, shards, reader, progress, tokenizer_copy);
     write_atomic(manifest_path, manifest.dump(2) + "\n");
     fs::remove(state_path, ec);
     report(true);
