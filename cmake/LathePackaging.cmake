@@ -86,7 +86,8 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
 set(_deb_depends "libc6 (>= 2.34)" "libgcc-s1 (>= 3.0)" "libstdc++6 (>= 12)" "libyaml-cpp0.7 (>= 0.7.0)")
 if(TARGET lathe-engine)
   list(APPEND _deb_depends "libspdlog1.10-fmt9" "libfmt9 (>= 9.1.0+ds1)" "libpcre2-8-0 (>= 10.42)"
-       "libsentencepiece0 (>= 0.1.97)" "libzstd1 (>= 1.5.4)" "zlib1g (>= 1:1.2.13)"
+       "libsentencepiece0 (>= 0.1.97)" "libutf8proc2 (>= 2.8.0)" "libzstd1 (>= 1.5.4)"
+       "zlib1g (>= 1:1.2.13)"
        "libcurl4 (>= 7.88.1)")
 endif()
 if(TARGET lathe)

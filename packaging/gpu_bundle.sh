@@ -6,7 +6,7 @@
 #
 # OUT receives bin/lathe-engine.real (stripped), lib/ (every library it needs that is neither
 # LibTorch's, NVIDIA's, nor glibc/libstdc++/libgcc: curl and its chain, spdlog, fmt, yaml-cpp, pcre2,
-# sentencepiece, zlib, zstd), bin/lathe-engine (a wrapper that puts lib/ and the device's own torch
+# sentencepiece, utf8proc, zlib, zstd), bin/lathe-engine (a wrapper that puts lib/ and the device's own torch
 # libraries on LD_LIBRARY_PATH for the engine only) and BUNDLE.txt (what it was built from).
 # The wheel, NCCL's headers (torch's pin) and the build folder are cached under
 # ~/.cache/lathe/gpu; a second run rebuilds only what changed. The engine only: no GUI, no tests.

@@ -1,6 +1,8 @@
 // Hugging Face tokenizer.json, byte-level BPE: what `tokenizers` does for GPT-2, Llama-3 and
 // OLMo2's dolma2 tokenizers, step by step:
 //   1. added tokens are split out of the text first (leftmost, then longest);
+//   1b. the normalizer (NFC, NFD, NFKC, NFKD or a Sequence of them, as Qwen's NFC) normalises
+//      the rest, through utf8proc;
 //   2. the pre-tokenizer splits the rest: Split (a regex, PCRE2 with Unicode properties) and
 //      ByteLevel (optional prefix space, GPT-2's regex, bytes to GPT-2's printable characters);
 //   3. BPE merges each piece by rank (ignore_merges: a piece that is a whole token is kept);
@@ -14,10 +16,12 @@
 #include "engine/util/hash.h"
 
 #include <pcre2.h>
+#include <utf8proc.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -251,9 +255,7 @@ public:
                 added_.push_back(a);
             }
         }
-        if (j.contains("normalizer") && !j["normalizer"].is_null())
-            throw fail("normalizer \"" + j["normalizer"].value("type", std::string("?")) +
-                       "\" is not implemented (byte-level BPE files have none)");
+        parse_normalizer(j.value("normalizer", Json()), fail);
         parse_pre_tokenizer(j.value("pre_tokenizer", Json()), path);
         bool byte_level = false;
         for (const auto& p : pre_)
@@ -297,7 +299,10 @@ public:
             if (tok && tok->lstrip)
                 while (seg_end > pos && is_space(static_cast<unsigned char>(text[seg_end - 1])))
                     --seg_end;
-            encode_segment(text.substr(pos, seg_end - pos), out);
+            if (normalizers_.empty())
+                encode_segment(text.substr(pos, seg_end - pos), out);
+            else
+                encode_segment(normalize(text.substr(pos, seg_end - pos)), out);
             if (!tok) break;
             out.push_back(tok->id);
             if (tok->rstrip)
@@ -356,6 +361,43 @@ private:
         }
         tokens_[id] = t;
         has_token_[id] = true;
+    }
+
+    // tokenizers' Unicode normalizers, each as utf8proc options.
+    template <class Fail>
+    void parse_normalizer(const Json& n, const Fail& fail) {
+        if (n.is_null()) return;
+        const std::string type = n.value("type", std::string("?"));
+        if (type == "Sequence") {
+            for (const auto& m : n.value("normalizers", Json::array())) parse_normalizer(m, fail);
+            return;
+        }
+        const int stable = UTF8PROC_STABLE;
+        if (type == "NFC")
+            normalizers_.push_back(stable | UTF8PROC_COMPOSE);
+        else if (type == "NFD")
+            normalizers_.push_back(stable | UTF8PROC_DECOMPOSE);
+        else if (type == "NFKC")
+            normalizers_.push_back(stable | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
+        else if (type == "NFKD")
+            normalizers_.push_back(stable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+        else
+            throw fail("normalizer \"" + type +
+                       "\" is not implemented (Lathe has NFC, NFD, NFKC, NFKD and Sequence)");
+    }
+
+    std::string normalize(std::string_view text) const {
+        std::string s(text);
+        for (int options : normalizers_) {
+            utf8proc_uint8_t* out = nullptr;
+            const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                        static_cast<utf8proc_ssize_t>(s.size()), &out,
+                                        static_cast<utf8proc_option_t>(options));
+            if (n < 0) throw Error(std::string("Unicode normalisation: ") + utf8proc_errmsg(n));
+            s.assign(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
+            std::free(out);
+        }
+        return s;
     }
 
     void parse_pre_tokenizer(const Json& p, const std::string& path) {
@@ -552,6 +594,7 @@ private:
     std::unordered_map<int64_t, bool> special_;
     std::vector<AddedToken> added_;
     std::vector<PreTokenizer> pre_;
+    std::vector<int> normalizers_;  // utf8proc options, applied in order
     std::vector<int64_t> prefix_, suffix_;
     std::optional<int64_t> bos_, eos_;
     bool ignore_merges_ = false;
