@@ -5,6 +5,7 @@
 #include "engine/config/io.h"
 #include "engine/hf/family.h"
 #include "engine/hf/safetensors.h"
+#include "engine/remote/storage.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/crc32c.h"
 #include "engine/run_folder/file_io.h"
@@ -13,6 +14,9 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -382,22 +386,51 @@ std::map<std::string, torch::Tensor> read_checkpoint_weights(const std::string& 
     return out;
 }
 
-ModelSource::ModelSource(std::string path) : path_(std::move(path)) {
-    hf_ = is_hf_model_folder(path_);
-    if (!hf_ && !checkpoint::Checkpointer::dir_is_checkpoint(path_))
+bool is_any_hf_model_folder(const std::string& path) {
+    if (!checkpoint::is_remote_path(path)) return is_hf_model_folder(path);
+    const auto storage = checkpoint::storage_for(path);
+    return storage->exists(run_folder::join(path, "config.json")) &&
+           (storage->exists(run_folder::join(path, "model.safetensors")) ||
+            storage->exists(run_folder::join(path, "model.safetensors.index.json")));
+}
+
+ModelSource::ModelSource(std::string path) : path_(std::move(path)), local_(path_) {
+    if (checkpoint::is_remote_path(path_) && is_any_hf_model_folder(path_)) {
+        static std::atomic<int> counter{0};
+        const std::string temp =
+            (fs::temp_directory_path() /
+             ("lathe-model-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+                .string();
+        const auto storage = checkpoint::storage_for(path_);
+        copy_ = std::make_unique<checkpoint::DownloadedFolder>(*storage, path_, temp);
+        local_ = copy_->path();
+    }
+    hf_ = is_hf_model_folder(local_);
+    if (!hf_ && !checkpoint::Checkpointer::dir_is_checkpoint(local_))
         throw Error(path_ +
                     ": neither a complete Lathe checkpoint nor a Hugging Face model folder "
                     "(config.json with model.safetensors or model.safetensors.index.json)");
-    model_ = model_config_of(path_);
+    try {
+        model_ = model_config_of(local_);
+    } catch (const std::exception& e) {
+        throw Error(copy_ ? copy_->remote_names(e.what()) : std::string(e.what()));
+    }
 }
+
+ModelSource::~ModelSource() = default;
 
 std::map<std::string, torch::Tensor> ModelSource::weights(
     const config::ModelConfig& as, const std::map<std::string, std::string>& key_mapping) const {
-    return hf_ ? read_hf_weights(path_, as, key_mapping) : read_checkpoint_weights(path_, as);
+    try {
+        return hf_ ? read_hf_weights(local_, as, key_mapping) : read_checkpoint_weights(local_, as);
+    } catch (const std::exception& e) {
+        if (!copy_) throw;
+        throw Error(copy_->remote_names(e.what()));
+    }
 }
 
 std::string ModelSource::tokenizer_file() const {
-    return tokenizer::find_tokenizer_file(path_);
+    return tokenizer::find_tokenizer_file(local_);
 }
 
 void import_hf(const std::string& hf_dir, const std::string& out_ckpt) {

@@ -9,10 +9,16 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
+
+namespace lathe::checkpoint {
+class DownloadedFolder;
+}
 
 namespace lathe::hf {
 
@@ -41,16 +47,26 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
 /// Lathe checkpoint's config.json.
 config::ModelConfig model_config_of(const std::string& path);
 
+/// True when `path` is a Hugging Face model folder, here or remote (s3://, http(s)://): its
+/// config.json and model.safetensors or model.safetensors.index.json are there.
+bool is_any_hf_model_folder(const std::string& path);
+
 /// A model to start from or to generate with, resolved once from its path: a complete Lathe
-/// checkpoint, or a Hugging Face model folder of any family (hf/family.h). Whatever the source,
-/// it yields the model config, the weights and the tokenizer file; trainer.load_path=HF_DIR,
-/// `import` and `generate` read models through it.
+/// checkpoint, or a Hugging Face model folder of any family (hf/family.h), here or in a bucket
+/// (fetched into a temporary folder that goes with the source). Whatever the source, it yields
+/// the model config, the weights and the tokenizer file; trainer.load_path=HF_DIR, `import` and
+/// `generate` read models through it.
 class ModelSource {
 public:
     /// Throws lathe::Error naming what `path` is not (or what its config.json cannot be).
     explicit ModelSource(std::string path);
+    ~ModelSource();
+    ModelSource(const ModelSource&) = delete;
+    ModelSource& operator=(const ModelSource&) = delete;
+    /// Where the files are read: `path`, or the local copy of a remote folder.
     bool is_hf() const { return hf_; }
     const std::string& path() const { return path_; }
+    const std::string& local_path() const { return local_; }
     const config::ModelConfig& model() const { return model_; }
     /// The weights by Lathe name, converted to `as`'s dtype and checked against its shapes.
     /// `key_mapping` (Lathe name -> name in the files; train_module.load_key_mapping) applies to
@@ -63,9 +79,10 @@ public:
     std::string tokenizer_file() const;
 
 private:
-    std::string path_;
+    std::string path_, local_;
     bool hf_ = false;
     config::ModelConfig model_;
+    std::unique_ptr<checkpoint::DownloadedFolder> copy_;
 };
 
 /// Reads the weights of the Hugging Face folder `dir` (sharded or not; fp32, bf16 or fp16) under

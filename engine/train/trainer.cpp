@@ -705,7 +705,7 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
 
 bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
                                     std::optional<bool> load_optim_state) {
-    if (hf::is_hf_model_folder(dir)) {
+    if (hf::is_any_hf_model_folder(dir)) {
         // A Hugging Face model folder: its weights start the run; trainer and optimizer start
         // fresh. Every rank reads the files (they are the same everywhere).
         const auto t0 = std::chrono::steady_clock::now();

@@ -483,6 +483,15 @@ def main():
                    "trainer.max_duration={value: 1, unit: steps}", ok=False)
         check(r.returncode == 0 and "loaded checkpoint s3://ckpt/imported/step0" in r.stderr + r.stdout,
               "load_path=s3://... of an imported model starts a run from its weights")
+        # A Hugging Face folder in a bucket is a model source too (hf_convert.h ModelSource).
+        for f in sorted((work / "hf").iterdir()):
+            s3.put_object(Bucket="ckpt", Key=f"hfmodel/{f.name}", Body=f.read_bytes())
+        r = engine("train", "tiny", "run_name=fromhf", f"trainer.save_folder={work / 'fromhf'}",
+                   "launch.num_threads=1", "trainer.load_path=s3://ckpt/hfmodel",
+                   "trainer.max_duration={value: 1, unit: steps}", ok=False)
+        check(r.returncode == 0
+              and "loaded the weights of Hugging Face model s3://ckpt/hfmodel" in r.stderr + r.stdout,
+              "load_path=s3://... of a Hugging Face folder starts a run from its weights")
     finally:
         for p in [moto, http_server]:
             if p and p.poll() is None:
