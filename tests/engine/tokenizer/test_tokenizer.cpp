@@ -257,7 +257,7 @@ private Q_SLOTS:
         QCOMPARE(t->eos_id().value_or(-1), int64_t{2});
         QCOMPARE(t->file_name(), std::string("tokenizer.model"));
         QCOMPARE(t->id(), tokenizer_file_id(path));
-        for (const std::string text :
+        for (const std::string& text :
              {std::string("the lathe turns wood"), std::string("  two  spaces\tand a tab"),
               std::string("unseen: ЖЗИ 😀 ẞ"), lines[5]}) {
             const auto ids = t->encode(text);
@@ -285,9 +285,13 @@ private Q_SLOTS:
         QTest::newRow("no byte level")
             << R"({"model":{"type":"BPE","vocab":{},"merges":[]},"pre_tokenizer":null})"
             << "no ByteLevel step";
+        // NFC, NFD, NFKC, NFKD and Sequence are implemented (utf8proc); others are refused.
         QTest::newRow("normalizer")
-            << R"({"model":{"type":"BPE","vocab":{},"merges":[]},"normalizer":{"type":"NFKC"}})"
-            << "normalizer \"NFKC\"";
+            << R"({"model":{"type":"BPE","vocab":{},"merges":[]},"normalizer":{"type":"Lowercase"}})"
+            << "normalizer \"Lowercase\"";
+        QTest::newRow("normalizer in a sequence")
+            << R"({"model":{"type":"BPE","vocab":{},"merges":[]},"normalizer":{"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Strip"}]}})"
+            << "normalizer \"Strip\"";
         QTest::newRow("metaspace")
             << R"({"model":{"type":"BPE","vocab":{},"merges":[]},"pre_tokenizer":{"type":"Metaspace"}})"
             << "pre_tokenizer \"Metaspace\"";
