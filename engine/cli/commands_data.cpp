@@ -15,7 +15,9 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <memory>
 
 namespace lathe::cli {
 
@@ -39,6 +41,72 @@ std::string megabytes(double bytes) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
     return buf;
+}
+
+// prepare-data's progress: JSON events (json), a line rewritten in place (text), a line every 5 s
+// (text-lines, for logs), or nothing (none).
+std::function<void(const prepare::Progress&)> progress_printer(const std::string& progress_mode) {
+    const bool json = progress_mode == "json";
+    auto last = std::make_shared<double>(-10);
+    return [progress_mode, json, last](const prepare::Progress& p) {
+        double& last_line = *last;
+        const double rate = p.seconds > 0 ? static_cast<double>(p.bytes_done) / p.seconds : 0;
+        const double eta = rate > 0 ? static_cast<double>(p.bytes_total - p.bytes_done) / rate : -1;
+        if (json) {
+            nlohmann::json j = {{"event", "progress"},          {"bytes_done", p.bytes_done},
+                                {"bytes_total", p.bytes_total}, {"text_bytes", p.text_bytes},
+                                {"tokens", p.tokens},           {"documents", p.documents},
+                                {"shards", p.shards},           {"seconds", p.seconds},
+                                {"mb_per_s", rate / 1e6},       {"eta_s", eta}};
+            std::cout << j.dump() << std::endl;
+            return;
+        }
+        if (progress_mode == "none") return;
+        if (progress_mode == "text-lines" && p.seconds - last_line < 5) return;
+        last_line = p.seconds;
+        const double pct = p.bytes_total ? 100.0 * p.bytes_done / p.bytes_total : 100.0;
+        std::fprintf(
+            stderr,
+            "%sprepare-data: %5.1f%%  %s of %s  %.1f MB/s  ETA %s  %lld tokens  %lld shards%s",
+            progress_mode == "text" ? "\r" : "", pct,
+            megabytes(static_cast<double>(p.bytes_done)).c_str(),
+            megabytes(static_cast<double>(p.bytes_total)).c_str(), rate / 1e6,
+            eta < 0 ? "?" : (std::to_string(static_cast<long long>(eta + 0.5)) + " s").c_str(),
+            static_cast<long long>(p.tokens), static_cast<long long>(p.shards),
+            progress_mode == "text" ? "   " : "\n");
+    };
+}
+
+// What prepare-data made: a JSON event, or the folder's summary and the command that trains on it.
+int report_prepared(const nlohmann::json& manifest, const std::string& out, bool json) {
+    const std::string folder = std::filesystem::absolute(out).lexically_normal().string();
+    const std::string tokenizer_copy =
+        (std::filesystem::path(folder) / manifest["tokenizer"]["file"].get<std::string>()).string();
+    const int64_t padded = manifest["tokenizer"]["padded_vocab_size"].get<int64_t>();
+    if (json) {
+        std::cout << nlohmann::json({{"event", "done"},
+                                     {"folder", folder},
+                                     {"tokenizer", tokenizer_copy},
+                                     {"dtype", manifest["dtype"]},
+                                     {"tokens", manifest["tokens"]},
+                                     {"documents", manifest["documents"]},
+                                     {"shards", manifest["shards"].size()},
+                                     {"padded_vocab_size", padded}})
+                         .dump()
+                  << std::endl;
+        return kExitOk;
+    }
+    std::cout << folder << ": " << manifest["tokens"].get<int64_t>() << " tokens ("
+              << manifest["dtype"].get<std::string>() << "), "
+              << manifest["documents"].get<int64_t>() << " documents, " << manifest["shards"].size()
+              << " shard(s)\n";
+    if (manifest["invalid_utf8"]["count"].get<int64_t>() > 0)
+        std::cout << "invalid UTF-8 replaced at " << manifest["invalid_utf8"]["count"]
+                  << " place(s); manifest.json lists the first\n";
+    std::cout << "train on it:\n  lathe-engine train tiny dataset.source=numpy 'dataset.paths=[\""
+              << folder << "\"]' dataset.tokenizer=" << tokenizer_copy
+              << " model.vocab_size=" << padded << "\n";
+    return kExitOk;
 }
 
 }  // namespace
@@ -89,33 +157,7 @@ int cmd_prepare_data(const Args& args) {
         progress_mode != "none")
         throw Error("--progress " + progress_mode + ": use text, json or none");
     const bool json = progress_mode == "json";
-    double last_line = -10;
-    o.on_progress = [&](const prepare::Progress& p) {
-        const double rate = p.seconds > 0 ? static_cast<double>(p.bytes_done) / p.seconds : 0;
-        const double eta = rate > 0 ? static_cast<double>(p.bytes_total - p.bytes_done) / rate : -1;
-        if (json) {
-            nlohmann::json j = {{"event", "progress"},          {"bytes_done", p.bytes_done},
-                                {"bytes_total", p.bytes_total}, {"text_bytes", p.text_bytes},
-                                {"tokens", p.tokens},           {"documents", p.documents},
-                                {"shards", p.shards},           {"seconds", p.seconds},
-                                {"mb_per_s", rate / 1e6},       {"eta_s", eta}};
-            std::cout << j.dump() << std::endl;
-            return;
-        }
-        if (progress_mode == "none") return;
-        if (progress_mode == "text-lines" && p.seconds - last_line < 5) return;
-        last_line = p.seconds;
-        const double pct = p.bytes_total ? 100.0 * p.bytes_done / p.bytes_total : 100.0;
-        std::fprintf(
-            stderr,
-            "%sprepare-data: %5.1f%%  %s of %s  %.1f MB/s  ETA %s  %lld tokens  %lld shards%s",
-            progress_mode == "text" ? "\r" : "", pct,
-            megabytes(static_cast<double>(p.bytes_done)).c_str(),
-            megabytes(static_cast<double>(p.bytes_total)).c_str(), rate / 1e6,
-            eta < 0 ? "?" : (std::to_string(static_cast<long long>(eta + 0.5)) + " s").c_str(),
-            static_cast<long long>(p.tokens), static_cast<long long>(p.shards),
-            progress_mode == "text" ? "   " : "\n");
-    };
+    o.on_progress = progress_printer(progress_mode);
     o.on_problem = [&](const prepare::Utf8Problem& p) {
         if (json) {
             std::cout << nlohmann::json({{"event", "invalid_utf8"},
@@ -146,34 +188,7 @@ int cmd_prepare_data(const Args& args) {
         return kExitInterrupted;
     }
     if (progress_mode == "text") std::cerr << "\n";
-    const std::string folder = std::filesystem::absolute(o.out).lexically_normal().string();
-    const std::string tokenizer_copy =
-        (std::filesystem::path(folder) / manifest["tokenizer"]["file"].get<std::string>()).string();
-    const int64_t padded = manifest["tokenizer"]["padded_vocab_size"].get<int64_t>();
-    if (json) {
-        std::cout << nlohmann::json({{"event", "done"},
-                                     {"folder", folder},
-                                     {"tokenizer", tokenizer_copy},
-                                     {"dtype", manifest["dtype"]},
-                                     {"tokens", manifest["tokens"]},
-                                     {"documents", manifest["documents"]},
-                                     {"shards", manifest["shards"].size()},
-                                     {"padded_vocab_size", padded}})
-                         .dump()
-                  << std::endl;
-        return kExitOk;
-    }
-    std::cout << folder << ": " << manifest["tokens"].get<int64_t>() << " tokens ("
-              << manifest["dtype"].get<std::string>() << "), "
-              << manifest["documents"].get<int64_t>() << " documents, " << manifest["shards"].size()
-              << " shard(s)\n";
-    if (manifest["invalid_utf8"]["count"].get<int64_t>() > 0)
-        std::cout << "invalid UTF-8 replaced at " << manifest["invalid_utf8"]["count"]
-                  << " place(s); manifest.json lists the first\n";
-    std::cout << "train on it:\n  lathe-engine train tiny dataset.source=numpy 'dataset.paths=[\""
-              << folder << "\"]' dataset.tokenizer=" << tokenizer_copy
-              << " model.vocab_size=" << padded << "\n";
-    return kExitOk;
+    return report_prepared(manifest, o.out, json);
 }
 
 int cmd_dataset(const Args& args) {
