@@ -139,36 +139,54 @@ int64_t TokenArray::first_at_least(int64_t bound) const {
 
 namespace {
 
-// Every token of a raw numpy file below vocab_size, checked once per version of the file: the
-// largest token of each file is kept in `cache` by path, size and modification time.
-void check_token_range(const TokenArray& a, int64_t vocab_size, const std::string& cache) {
-    std::error_code ec;
-    const auto path = fs::absolute(a.name(), ec).string();
-    const auto mtime = fs::last_write_time(a.name(), ec).time_since_epoch().count();
-    nlohmann::json all = nlohmann::json::object();
-    if (!cache.empty() && fs::exists(cache, ec)) {
-        all = nlohmann::json::parse(run_folder::read_text_file(cache), nullptr, false);
-        if (!all.is_object()) all = nlohmann::json::object();
+// The largest token of each raw numpy file, kept in the run folder's token_ranges.json by path,
+// size and modification time: read once when the dataset is built, written once after.
+class TokenRangeCache {
+public:
+    explicit TokenRangeCache(std::string file) : file_(std::move(file)) {
+        std::error_code ec;
+        if (file_.empty() || !fs::exists(file_, ec)) return;
+        all_ = nlohmann::json::parse(run_folder::read_text_file(file_), nullptr, false);
+        if (!all_.is_object()) all_ = nlohmann::json::object();
     }
-    int64_t max = -1;
-    if (all.contains(path) && all[path].is_object() &&
-        all[path].value("bytes", uint64_t{0}) == a.byte_size() &&
-        all[path].value("mtime", int64_t{0}) == static_cast<int64_t>(mtime))
-        max = all[path].value("max_token", int64_t{-1});
-    if (max < 0) {
-        max = a.max_token();
-        if (!cache.empty()) {
-            all[path] = {{"bytes", a.byte_size()},
-                         {"mtime", static_cast<int64_t>(mtime)},
-                         {"max_token", max}};
-            try {
-                run_folder::write_file_atomic(cache, all.dump(1) + "\n");
-            } catch (const std::exception& e) {
-                log::warn("not caching the token range of {}: {}", a.name(), e.what());
-            }
+
+    int64_t max_token(const TokenArray& a) {
+        std::error_code ec;
+        const auto path = fs::absolute(a.name(), ec).string();
+        const auto mtime =
+            static_cast<int64_t>(fs::last_write_time(a.name(), ec).time_since_epoch().count());
+        const auto it = all_.find(path);
+        if (it != all_.end() && it->is_object() &&
+            it->value("bytes", uint64_t{0}) == a.byte_size() &&
+            it->value("mtime", int64_t{0}) == mtime)
+            return it->value("max_token", int64_t{-1});
+        const int64_t max = a.max_token();
+        all_[path] = {{"bytes", a.byte_size()}, {"mtime", mtime}, {"max_token", max}};
+        dirty_ = true;
+        return max;
+    }
+
+    void save() {
+        if (file_.empty() || !dirty_) return;
+        try {
+            run_folder::write_file_atomic(file_, all_.dump(1) + "\n");
+            dirty_ = false;
+        } catch (const std::exception& e) {
+            log::warn("not caching the token ranges in {}: {}", file_, e.what());
         }
     }
+
+private:
+    std::string file_;
+    nlohmann::json all_ = nlohmann::json::object();
+    bool dirty_ = false;
+};
+
+// Every token of a raw numpy file below vocab_size, checked once per version of the file.
+void check_token_range(const TokenArray& a, int64_t vocab_size, TokenRangeCache& cache) {
+    const int64_t max = cache.max_token(a);
     if (max < vocab_size) return;
+    cache.save();  // what the files before this one hold stays known
     const int64_t pos = a.first_at_least(vocab_size);
     std::vector<int64_t> token(1);
     a.read(pos, 1, token.data());
@@ -296,6 +314,7 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
             }
             for (auto& f : expand_paths({p}, i)) files.emplace_back(std::move(f), element, "");
         }
+        TokenRangeCache ranges(range_cache);
         for (const auto& [f, elem, dtype] : files) {
             auto a = TokenArray::map_file(f, elem);
             if (a->size() < cfg.sequence_length) {
@@ -303,12 +322,12 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
                             " tokens, fewer than one instance of " +
                             std::to_string(cfg.sequence_length) + " (dataset.sequence_length)");
             }
-            if (cfg.source == config::DataSource::numpy)
-                check_token_range(*a, vocab_size, range_cache);
+            if (cfg.source == config::DataSource::numpy) check_token_range(*a, vocab_size, ranges);
             fp << ";file=" << fs::path(f).filename().string() << ",bytes=" << a->byte_size();
             if (!dtype.empty()) fp << ",dtype=" << dtype;
             ds->files_.push_back(std::move(a));
         }
+        ranges.save();
         if (!cfg.label_mask_paths.empty()) add_label_masks(*ds, cfg, files.size(), fp);
         ds->description_ = std::to_string(files.size()) + " " + config::enum_to_string(cfg.source) +
                            " file(s)" + (ds->masks_.empty() ? "" : " with label masks");

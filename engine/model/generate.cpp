@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace lathe::model {
 
@@ -43,6 +44,14 @@ torch::Tensor forward_step(TransformerImpl& m, const torch::Tensor& ids,
     auto rotate = [&](const torch::Tensor& q, const torch::Tensor& k) {
         return std::make_pair(rope(q, cos, sin), rope(k, cos, sin));
     };
+    // Each window's mask, made once per step for all the layers that share it.
+    std::map<int64_t, torch::Tensor> window_masks;
+    auto layer_mask = [&](int64_t window) {
+        if (window <= 0) return mask;  // slots and positions differ by the row's padding only
+        auto& wm = window_masks[window];
+        if (!wm.defined()) wm = mask & (slots_k > slots_q.view({1, T, 1}) - window).unsqueeze(1);
+        return wm;
+    };
     auto x = m.embeddings(ids);
     for (std::size_t l = 0; l < m.blocks->size(); ++l) {
         auto b = m.blocks[l]->as<BlockImpl>();
@@ -53,10 +62,7 @@ torch::Tensor forward_step(TransformerImpl& m, const torch::Tensor& ids,
             // Keys and values stay at kv_heads: SDPA shares each among its query heads.
             c.k = c.k.defined() ? torch::cat({c.k, k}, 2) : k;
             c.v = c.v.defined() ? torch::cat({c.v, v}, 2) : v;
-            auto layer_mask = mask;
-            if (a.window > 0)  // slots and positions differ by the row's padding only
-                layer_mask = mask & (slots_k > slots_q.view({1, T, 1}) - a.window).unsqueeze(1);
-            auto att = at::scaled_dot_product_attention(q, c.k, c.v, layer_mask, 0.0,
+            auto att = at::scaled_dot_product_attention(q, c.k, c.v, layer_mask(a.window), 0.0,
                                                         /*is_causal=*/false, std::nullopt,
                                                         a.n_kv_heads != a.n_heads);
             return a.output(att);

@@ -188,12 +188,6 @@ torch::Tensor AttentionImpl::output(const torch::Tensor& att) {
     return tp ? reduce_from_tp(out, *tp) : out;
 }
 
-torch::Tensor sliding_window_mask(int64_t T, int64_t window, const torch::Device& device) {
-    auto i = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device));
-    auto q = i.view({T, 1}), k = i.view({1, T});
-    return (k <= q) & (k > q - window);
-}
-
 torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, int64_t window, bool gqa) {
     const int64_t T = q.size(2);

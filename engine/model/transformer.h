@@ -87,10 +87,6 @@ TORCH_MODULE(Attention);
 torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, int64_t window, bool gqa);
 
-/// Which keys each query of a sequence of T tokens sees with a sliding window of `window`:
-/// (T, T) bool, true where key j <= query i and j > i - window.
-torch::Tensor sliding_window_mask(int64_t T, int64_t window, const torch::Device& device);
-
 /// SwiGLU: w2(silu(w1(x)) * w3(x)).
 struct FeedForwardImpl : torch::nn::Module {
     FeedForwardImpl(int64_t d_model, int64_t hidden);

@@ -355,7 +355,6 @@ void ConfigEditor::revalidate() {
     resolved_->setPlainText(toQ(cfg::to_json(loaded.config).dump(2)));
     config_ = loaded.config;
     updateLayout();
-    updateSummary();
     const bool valid = issues_.empty();
     if (valid != valid_) {
         valid_ = valid;
@@ -408,18 +407,18 @@ const cfg::ParallelLayout& ConfigEditor::parallelLayout() const {
 }
 
 void ConfigEditor::updateLayout() {
-    if (!diagram_) return;
     const auto layout = cfg::parallel_layout(config_, worldSize_);
+    updateSummary(layout);
+    if (!diagram_) return;
     const auto& old = diagram_->parallelLayout();
     const bool same = old.world == layout.world && old.tp == layout.tp && old.dp == layout.dp &&
                       old.replicas == layout.replicas && old.shard == layout.shard &&
                       old.strategy == layout.strategy && old.problems == layout.problems;
     diagram_->setParallelLayout(layout);
-    updateSummary();
     if (!same) Q_EMIT parallelLayoutChanged();
 }
 
-void ConfigEditor::updateSummary() {
+void ConfigEditor::updateSummary(const cfg::ParallelLayout& layout) {
     if (!issues_.empty()) {
         summary_->setText(tr("✖ %n problem(s): the run cannot start until they are fixed.", nullptr,
                              int(issues_.size())));
@@ -427,7 +426,6 @@ void ConfigEditor::updateSummary() {
     }
     // Start is disabled by a layout that cannot run on the chosen ranks: the summary says so
     // rather than "valid" (issue 34).
-    const auto layout = cfg::parallel_layout(config_, worldSize_);
     if (!layout.ok()) {
         summary_->setText(tr("✖ The config cannot run on %1: %2")
                               .arg(worldSize_ == 1 ? tr("1 rank") : tr("%1 ranks").arg(worldSize_),

@@ -97,7 +97,7 @@ private:
     void revealField(const QString& path);
     void updateLayout();
     /// The line under the tabs: the problems, a layout that cannot run, or the model's memory.
-    void updateSummary();
+    void updateSummary(const lathe::config::ParallelLayout& layout);
 
     FieldSpec root_;
     Json doc_;

@@ -402,9 +402,11 @@ private Q_SLOTS:
             auto v = torch::randn({2, 2, 100, 8}, torch::requires_grad());
             torch::AutoGradMode enable_grad(true);
             auto got = model::windowed_attention(q, k, v, window, true);
-            auto want = at::scaled_dot_product_attention(
-                q, k, v, model::sliding_window_mask(100, window, torch::kCPU), 0.0, false,
-                std::nullopt, true);
+            // The reference: one (T, T) band, key j visible to query i when i - window < j <= i.
+            auto qi = torch::arange(100).view({100, 1}), kj = torch::arange(100).view({1, 100});
+            auto band = (kj <= qi) & (kj > qi - window);
+            auto want =
+                at::scaled_dot_product_attention(q, k, v, band, 0.0, false, std::nullopt, true);
             QVERIFY(torch::allclose(got, want, 1e-5, 1e-6));
             auto got_grads = torch::autograd::grad({got.sum()}, {q, k, v});
             auto want_grads = torch::autograd::grad({want.sum()}, {q, k, v});
