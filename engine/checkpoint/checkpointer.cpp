@@ -131,6 +131,15 @@ void Checkpointer::write(const Staged& s) {
         }
         group.barrier();
         if (env_.rank() == 0) {
+            // .metadata.json goes in before the rename, so the rename is the one step that makes
+            // the checkpoint: a process killed at any point leaves either step{N}-tmp (removed at
+            // the next start) or a whole step{N}, never a step{N} without its metadata.
+            nlohmann::json meta = {{"ephemeral", s.ephemeral},
+                                   {"version", config::version()},
+                                   {"world_size", env_.world_size()},
+                                   {"format", "lathe-checkpoint-v1"}};
+            write_file_atomic(tmp + "/" + run_folder::kCheckpointMetadataFile,
+                              meta.dump(2) + "\n");
             if (storage_->exists(s.dir)) {
                 // save_overwrite: invalidate the old one first, then replace it.
                 std::error_code ec;
@@ -138,12 +147,6 @@ void Checkpointer::write(const Staged& s) {
                 storage_->remove_all(s.dir);
             }
             storage_->rename(tmp, s.dir);
-            nlohmann::json meta = {{"ephemeral", s.ephemeral},
-                                   {"version", config::version()},
-                                   {"world_size", env_.world_size()},
-                                   {"format", "lathe-checkpoint-v1"}};
-            write_file_atomic(s.dir + "/" + run_folder::kCheckpointMetadataFile,
-                              meta.dump(2) + "\n");
         }
         group.barrier();
     } catch (const std::exception& e) {

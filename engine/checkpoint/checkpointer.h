@@ -4,7 +4,8 @@
 //     train/rank{K}.json            per-rank trainer state (step, tokens, epoch, data loader, RNG, callbacks)
 //     model_and_optim/rank0.lathe   model and optimizer tensors (tensor_file.h; rank 0 under DDP)
 //     config.json                   the resolved config (config_saver)
-//     .metadata.json                written last: a checkpoint counts only once it exists
+//     .metadata.json                written last, before the rename: a checkpoint counts only
+//                                   once it exists, and a step{N}/ always has it
 //
 // Saves can be asynchronous: the state is copied on the training thread, then written by a
 // background thread; an error there surfaces at the next check with the file named.

@@ -425,7 +425,7 @@ void Trainer::fit() {
         if (!checkpoint_loaded_) {
             for (const auto& p : checkpointer_->clean_partial(checkpoint_folder_))
                 log::warn("removed partial checkpoint {}", p);
-            // A step{N} folder that is not a whole checkpoint (a save cut off after its rename, a
+            // A step{N} folder that is not a whole checkpoint (files lost or damaged since, a
             // garbage .metadata.json) may still hold good tensors: set aside, never deleted.
             if (env_.rank() == 0) {
                 for (const auto& c :
