@@ -138,8 +138,7 @@ void Checkpointer::write(const Staged& s) {
                                    {"version", config::version()},
                                    {"world_size", env_.world_size()},
                                    {"format", "lathe-checkpoint-v1"}};
-            write_file_atomic(tmp + "/" + run_folder::kCheckpointMetadataFile,
-                              meta.dump(2) + "\n");
+            write_file_atomic(tmp + "/" + run_folder::kCheckpointMetadataFile, meta.dump(2) + "\n");
             if (storage_->exists(s.dir)) {
                 // save_overwrite: invalidate the old one first, then replace it.
                 std::error_code ec;
