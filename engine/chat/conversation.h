@@ -1,0 +1,47 @@
+// Conversations for supervised fine-tuning: a JSONL line's `messages` (role/content objects, as
+// OpenAI and Hugging Face chat datasets hold them) checked, rendered with the model's chat
+// template and tokenized, with a label mask that trains on the assistant's turns only, or on all.
+//
+// The ids are those of tokenizer(apply_chat_template(messages, tokenize=False), without added
+// special tokens), as transformers' apply_chat_template(tokenize=True) gives them. An assistant
+// turn is the text between the conversation rendered up to it with add_generation_prompt (its
+// header, masked) and the conversation rendered up to and including it (its content and end
+// tokens, trained), as open-instruct's SFT masks do. Turn boundaries are placed on token
+// boundaries by tokenizing each prefix; a token that straddles one (a merge across it) counts as
+// the later turn's.
+#pragma once
+
+#include "engine/chat/template.h"
+#include "engine/tokenizer/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lathe::chat {
+
+enum class TrainOn { assistant, all };
+
+/// "system", "user", "assistant", "tool".
+bool known_role(const std::string& role);
+
+/// Checks a conversation: a non-empty array of objects, each with a known string `role` and a
+/// string `content`, at least one of them the assistant's (when `need_assistant`: training data
+/// needs one, a prompt does not). Throws lathe::Error "where: reason".
+void check_conversation(const nlohmann::ordered_json& messages, const std::string& where,
+                        bool need_assistant = true);
+
+struct Encoded {
+    std::string text;           ///< the rendered conversation
+    std::vector<int64_t> ids;   ///< its tokens
+    std::vector<uint8_t> mask;  ///< 1 where the loss is taken, one per id
+};
+
+/// Checks, renders and tokenizes one conversation. Errors name `where` (file:line).
+Encoded encode_conversation(const ChatTemplate& tmpl, const tokenizer::Tokenizer& tok,
+                            const nlohmann::ordered_json& messages, TrainOn train_on,
+                            const std::string& where);
+
+}  // namespace lathe::chat
