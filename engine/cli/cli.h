@@ -28,6 +28,7 @@ int cmd_import(const Args& args);
 int cmd_generate(const Args& args);
 int cmd_tokenizer(const Args& args);
 int cmd_prepare_data(const Args& args);
+int cmd_chat(const Args& args);
 int cmd_dataset(const Args& args);
 int cmd_runs(const Args& args);
 

@@ -1,5 +1,6 @@
 // lathe-engine prepare-data: text to OLMo-core token files (engine/prepare); and lathe-engine
 // dataset: what a config's dataset is, instance by instance (what the model will see).
+#include "engine/chat/conversation.h"
 #include "engine/cli/cli.h"
 #include "engine/data/dataset.h"
 #include "engine/prepare/manifest.h"
@@ -18,6 +19,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 namespace lathe::cli {
 
@@ -27,10 +29,18 @@ const char* kPrepareUsage =
     "usage: lathe-engine prepare-data PATHS... --tokenizer FILE --out DIR\n"
     "           [--shard-size 1GB] [--dtype uint16|uint32] [--field text] [--add-bos]\n"
     "           [--eos-id N] [--threads N] [--progress text|json|none]\n"
+    "           [--chat [--chat-template FILE] [--train-on assistant|all]]\n"
+    "           [--instances stream|padded|packed --sequence-length N [--pad-id N]]\n"
     "Tokenizes UTF-8 text files (one document each), JSONL files (one document per line, from\n"
     "the --field string) and folders of them, .gz and .zst too, on every core. Writes OLMo-core\n"
     "token files DIR/part-NNNNN.npy (documents separated by EOS) and DIR/manifest.json. An\n"
-    "interrupted run (Ctrl-C) keeps its finished shards: run the same command again to go on.\n";
+    "interrupted run (Ctrl-C) keeps its finished shards: run the same command again to go on.\n"
+    "--chat: each JSONL line is a conversation (--field messages: role/content objects),\n"
+    "rendered with the model's chat template (tokenizer_config.json or chat_template.jinja beside\n"
+    "the tokenizer, or --chat-template) and written with label masks DIR/label-mask-NNNNN.npy\n"
+    "that train on the assistant's turns only (--train-on all: every token).\n"
+    "--instances padded|packed: each document in instances of its own, or documents packed\n"
+    "best-fit into instances, of --sequence-length tokens; the padding is masked out.\n";
 
 std::atomic<bool> g_cancel{false};
 void on_stop_signal(int) {
@@ -84,14 +94,16 @@ int report_prepared(const nlohmann::json& manifest, const std::string& out, bool
         (std::filesystem::path(folder) / manifest["tokenizer"]["file"].get<std::string>()).string();
     const int64_t padded = manifest["tokenizer"]["padded_vocab_size"].get<int64_t>();
     if (json) {
-        std::cout << nlohmann::json({{"event", "done"},
-                                     {"folder", folder},
-                                     {"tokenizer", tokenizer_copy},
-                                     {"dtype", manifest["dtype"]},
-                                     {"tokens", manifest["tokens"]},
-                                     {"documents", manifest["documents"]},
-                                     {"shards", manifest["shards"].size()},
-                                     {"padded_vocab_size", padded}})
+        std::cout << nlohmann::json(
+                         {{"event", "done"},
+                          {"folder", folder},
+                          {"tokenizer", tokenizer_copy},
+                          {"dtype", manifest["dtype"]},
+                          {"tokens", manifest["tokens"]},
+                          {"documents", manifest["documents"]},
+                          {"shards", manifest["shards"].size()},
+                          {"trained_tokens", manifest.value("trained_tokens", nlohmann::json())},
+                          {"padded_vocab_size", padded}})
                          .dump()
                   << std::endl;
         return kExitOk;
@@ -100,12 +112,19 @@ int report_prepared(const nlohmann::json& manifest, const std::string& out, bool
               << manifest["dtype"].get<std::string>() << "), "
               << manifest["documents"].get<int64_t>() << " documents, " << manifest["shards"].size()
               << " shard(s)\n";
+    if (manifest.contains("trained_tokens"))
+        std::cout << "label masks: the loss is taken on "
+                  << manifest["trained_tokens"].get<int64_t>() << " of them\n";
     if (manifest["invalid_utf8"]["count"].get<int64_t>() > 0)
         std::cout << "invalid UTF-8 replaced at " << manifest["invalid_utf8"]["count"]
                   << " place(s); manifest.json lists the first\n";
     std::cout << "train on it:\n  lathe-engine train tiny dataset.source=numpy 'dataset.paths=[\""
               << folder << "\"]' dataset.tokenizer=" << tokenizer_copy
-              << " model.vocab_size=" << padded << "\n";
+              << " model.vocab_size=" << padded;
+    if (manifest.contains("instances"))
+        std::cout << " dataset.sequence_length="
+                  << manifest["instances"]["sequence_length"].get<int64_t>();
+    std::cout << "\n";
     return kExitOk;
 }
 
@@ -114,6 +133,8 @@ int report_prepared(const nlohmann::json& manifest, const std::string& out, bool
 int cmd_prepare_data(const Args& args) {
     prepare::PrepareOptions o;
     std::string progress_mode = isatty(2) ? "text" : "text-lines";
+    bool chat = false, field_given = false;
+    prepare::ChatOptions chat_options;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         auto value = [&]() -> std::string {
@@ -128,9 +149,10 @@ int cmd_prepare_data(const Args& args) {
             o.shard_bytes = parse_size(value());
         else if (a == "--dtype")
             o.dtype = value();
-        else if (a == "--field")
+        else if (a == "--field") {
             o.field = value();
-        else if (a == "--add-bos")
+            field_given = true;
+        } else if (a == "--add-bos")
             o.add_bos = true;
         else if (a == "--eos-id")
             o.eos_id = std::stoll(value());
@@ -138,6 +160,29 @@ int cmd_prepare_data(const Args& args) {
             o.threads = std::stoi(value());
         else if (a == "--progress")
             progress_mode = value();
+        else if (a == "--chat")
+            chat = true;
+        else if (a == "--chat-template")
+            chat_options.template_path = value();
+        else if (a == "--train-on") {
+            const std::string v = value();
+            if (v != "assistant" && v != "all")
+                throw Error("--train-on " + v + ": use assistant or all");
+            chat_options.train_on_all = v == "all";
+        } else if (a == "--instances") {
+            const std::string v = value();
+            if (v == "stream")
+                o.instances = prepare::Instances::stream;
+            else if (v == "padded")
+                o.instances = prepare::Instances::padded;
+            else if (v == "packed")
+                o.instances = prepare::Instances::packed;
+            else
+                throw Error("--instances " + v + ": use stream, padded or packed");
+        } else if (a == "--sequence-length")
+            o.sequence_length = std::stoll(value());
+        else if (a == "--pad-id")
+            o.pad_id = std::stoll(value());
         else if (a == "--help" || a == "-h") {
             std::cout << kPrepareUsage;
             return kExitOk;
@@ -152,6 +197,12 @@ int cmd_prepare_data(const Args& args) {
     if (o.paths.empty() || o.tokenizer.empty() || o.out.empty()) {
         std::cerr << kPrepareUsage;
         return kExitUsage;
+    }
+    if (chat) {
+        o.chat = chat_options;
+        if (!field_given) o.field = "messages";
+    } else if (!chat_options.template_path.empty() || chat_options.train_on_all) {
+        throw Error("--chat-template and --train-on go with --chat");
     }
     if (progress_mode != "text" && progress_mode != "text-lines" && progress_mode != "json" &&
         progress_mode != "none")
@@ -189,6 +240,85 @@ int cmd_prepare_data(const Args& args) {
     }
     if (progress_mode == "text") std::cerr << "\n";
     return report_prepared(manifest, o.out, json);
+}
+
+// lathe-engine chat: conversations rendered and tokenized as prepare-data --chat does, one JSON
+// line each ({"text", "ids", "mask"}), or the text alone; what the workbench's chat preview shows.
+int cmd_chat(const Args& args) {
+    const char* usage =
+        "usage: lathe-engine chat FILE.jsonl --tokenizer FILE [--chat-template FILE]\n"
+        "           [--field messages] [--train-on assistant|all] [--generation-prompt] [--text]\n"
+        "Renders each line's conversation with the model's chat template and prints\n"
+        "{\"text\", \"ids\", \"mask\"} per line (mask 1: the loss is taken there), or with --text "
+        "the\n"
+        "rendered text alone (with --generation-prompt: ready for the assistant's reply).\n";
+    std::string file, tokenizer_file, template_path, field = "messages";
+    bool all = false, generation_prompt = false, text_only = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= args.size()) throw Error(a + " needs a value");
+            return args[++i];
+        };
+        if (a == "--tokenizer")
+            tokenizer_file = value();
+        else if (a == "--chat-template")
+            template_path = value();
+        else if (a == "--field")
+            field = value();
+        else if (a == "--train-on") {
+            const std::string v = value();
+            if (v != "assistant" && v != "all")
+                throw Error("--train-on " + v + ": use assistant or all");
+            all = v == "all";
+        } else if (a == "--generation-prompt")
+            generation_prompt = true;
+        else if (a == "--text")
+            text_only = true;
+        else if (a == "--help" || a == "-h") {
+            std::cout << usage;
+            return kExitOk;
+        } else if (a.rfind("--", 0) == 0 || !file.empty()) {
+            std::cerr << "lathe-engine chat: unexpected argument " << a << "\n" << usage;
+            return kExitUsage;
+        } else {
+            file = a;
+        }
+    }
+    if (file.empty() || tokenizer_file.empty()) {
+        std::cerr << usage;
+        return kExitUsage;
+    }
+    const auto tok = tokenizer::load_tokenizer(tokenizer_file);
+    std::optional<chat::ChatTemplate> tmpl =
+        template_path.empty() ? chat::ChatTemplate::beside_tokenizer(tokenizer_file)
+                              : std::make_optional(chat::ChatTemplate::load(template_path));
+    if (!tmpl)
+        throw Error(tokenizer_file +
+                    ": no chat template beside the tokenizer; give "
+                    "--chat-template FILE");
+    prepare::DocumentReader reader(prepare::list_sources({file}), field, prepare::FieldKind::json);
+    prepare::Document doc;
+    while (reader.next(doc)) {
+        const std::string where = file + ":" + std::to_string(doc.line);
+        const auto messages = nlohmann::ordered_json::parse(doc.text);
+        if (text_only) {
+            std::string text;
+            try {
+                chat::check_conversation(messages, where, /*need_assistant=*/false);
+                text = tmpl->render(messages, generation_prompt);
+            } catch (const Error& e) {
+                throw Error(where, e);
+            }
+            std::cout << text << std::flush;
+            continue;
+        }
+        const auto e = chat::encode_conversation(
+            *tmpl, *tok, messages, all ? chat::TrainOn::all : chat::TrainOn::assistant, where);
+        std::cout << nlohmann::json({{"text", e.text}, {"ids", e.ids}, {"mask", e.mask}}).dump()
+                  << "\n";
+    }
+    return kExitOk;
 }
 
 int cmd_dataset(const Args& args) {

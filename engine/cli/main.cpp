@@ -43,6 +43,8 @@ Commands:
         --vocab-size N               --type bpe|unigram)
   prepare-data PATHS --tokenizer F   text/JSONL files and folders (.gz, .zst) to OLMo-core token
         --out DIR [--shard-size S]   files and manifest.json, on every core; resumable
+  chat FILE.jsonl --tokenizer F      conversations rendered with the model's chat template and
+                                     tokenized, with their label masks (as prepare-data --chat)
   dataset [CONFIG] [a.b=value ...]   describe the config's data; --instances A:B prints those
         [--instances A:B] [--decode] instances' ids (and text)
   runs [ROOT] [--json]               the runs under ROOT (default: the runs folder) and where each
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
         {"generate", cmd_generate},
         {"tokenizer", cmd_tokenizer},
         {"prepare-data", cmd_prepare_data},
+        {"chat", cmd_chat},
         {"dataset", cmd_dataset},
         {"runs", cmd_runs},
     };

@@ -229,7 +229,7 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std
 
 // The shards of a prepare-data folder (dataset.paths[i]), in the manifest's order and dtype,
 // after checking its tokenizer against dataset.tokenizer and model.vocab_size.
-std::vector<std::tuple<std::string, int, std::string>> manifest_files(
+std::vector<std::tuple<std::string, int, std::string, std::string>> manifest_files(
     const config::DatasetConfig& cfg, std::size_t i, int64_t vocab_size) {
     const std::string where = "dataset.paths[" + std::to_string(i) + "]: " + cfg.paths[i];
     prepare::Manifest m;
@@ -252,8 +252,14 @@ std::vector<std::tuple<std::string, int, std::string>> manifest_files(
                     " tokens, more than model.vocab_size (" + std::to_string(vocab_size) +
                     "); set model.vocab_size=" +
                     std::to_string(tokenizer::padded_vocab_size(m.vocab_size)));
-    std::vector<std::tuple<std::string, int, std::string>> out;
-    for (const auto& s : m.shards) out.emplace_back(m.shard_path(s), m.element_size(), m.dtype);
+    if (m.instance_length != 0 && m.instance_length != cfg.sequence_length)
+        throw Error(where + ": prepared as instances of " + std::to_string(m.instance_length) +
+                    " tokens, but dataset.sequence_length is " +
+                    std::to_string(cfg.sequence_length) +
+                    "; set dataset.sequence_length=" + std::to_string(m.instance_length));
+    std::vector<std::tuple<std::string, int, std::string, std::string>> out;
+    for (const auto& s : m.shards)
+        out.emplace_back(m.shard_path(s), m.element_size(), m.dtype, m.mask_path(s));
     return out;
 }
 
@@ -284,6 +290,36 @@ void TokenDataset::add_label_masks(TokenDataset& ds, const config::DatasetConfig
     }
 }
 
+void TokenDataset::add_manifest_masks(
+    TokenDataset& ds, const config::DatasetConfig& cfg,
+    const std::vector<std::tuple<std::string, int, std::string, std::string>>& files,
+    std::ostringstream& fp) {
+    // Label masks that prepare-data wrote (chat data, padded or packed instances): every file
+    // must have one, or none.
+    std::size_t with = 0;
+    for (const auto& f : files) with += std::get<3>(f).empty() ? 0 : 1;
+    if (with == 0) return;
+    if (!cfg.label_mask_paths.empty())
+        throw Error(
+            "dataset.label_mask_paths: dataset.paths holds a prepared folder with label "
+            "masks of its own; give one or the other");
+    if (with != files.size())
+        throw Error("dataset.paths: " + std::to_string(with) + " of " +
+                    std::to_string(files.size()) +
+                    " token files have label masks (prepared with --chat or --instances); "
+                    "training needs all or none of them masked");
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        const std::string& m = std::get<3>(files[i]);
+        auto mask = TokenArray::map_file(m, 1);
+        if (mask->size() != ds.files_[i]->size())
+            throw Error(m + ": " + std::to_string(mask->size()) + " bytes, but its token file " +
+                        ds.files_[i]->name() + " holds " + std::to_string(ds.files_[i]->size()) +
+                        " tokens; a label mask has one byte per token");
+        fp << ";mask=" << fs::path(m).filename().string() << ",bytes=" << mask->byte_size();
+        ds.masks_.push_back(std::move(mask));
+    }
+}
+
 std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& cfg,
                                                   int64_t vocab_size,
                                                   const std::string& range_cache) {
@@ -301,8 +337,9 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
         ds->description_ = "built-in corpus (" + std::to_string(cfg.builtin_tokens) +
                            " tokens, seed " + std::to_string(cfg.builtin_seed) + ")";
     } else {
-        // (path, element size, the manifest's dtype when a prepare-data folder gave it)
-        std::vector<std::tuple<std::string, int, std::string>> files;
+        // (path, element size, the manifest's dtype and label mask when a prepare-data folder
+        // gave them)
+        std::vector<std::tuple<std::string, int, std::string, std::string>> files;
         const int element = cfg.source == config::DataSource::text
                                 ? 1
                                 : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
@@ -312,10 +349,10 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
                 for (auto& f : manifest_files(cfg, i, vocab_size)) files.push_back(std::move(f));
                 continue;
             }
-            for (auto& f : expand_paths({p}, i)) files.emplace_back(std::move(f), element, "");
+            for (auto& f : expand_paths({p}, i)) files.emplace_back(std::move(f), element, "", "");
         }
         TokenRangeCache ranges(range_cache);
-        for (const auto& [f, elem, dtype] : files) {
+        for (const auto& [f, elem, dtype, mask] : files) {
             auto a = TokenArray::map_file(f, elem);
             if (a->size() < cfg.sequence_length) {
                 throw Error(f + ": too short: " + std::to_string(a->size()) +
@@ -329,6 +366,7 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
         }
         ranges.save();
         if (!cfg.label_mask_paths.empty()) add_label_masks(*ds, cfg, files.size(), fp);
+        add_manifest_masks(*ds, cfg, files, fp);
         ds->description_ = std::to_string(files.size()) + " " + config::enum_to_string(cfg.source) +
                            " file(s)" + (ds->masks_.empty() ? "" : " with label masks");
         if (cfg.source == config::DataSource::numpy)

@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace lathe::data {
@@ -82,6 +83,11 @@ public:
 private:
     static void add_label_masks(TokenDataset& ds, const config::DatasetConfig& cfg,
                                 std::size_t num_files, std::ostringstream& fp);
+    // (token file, element size, dtype, label mask) of each file; the masks of prepared folders.
+    static void add_manifest_masks(
+        TokenDataset& ds, const config::DatasetConfig& cfg,
+        const std::vector<std::tuple<std::string, int, std::string, std::string>>& files,
+        std::ostringstream& fp);
     int64_t seq_len_ = 0;
     int64_t vocab_size_ = 0;
     int64_t total_tokens_ = 0;

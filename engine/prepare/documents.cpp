@@ -207,8 +207,11 @@ std::unique_ptr<ByteSource> open_source(const SourceFile& file) {
     return std::make_unique<PlainSource>(file.path);
 }
 
-DocumentReader::DocumentReader(std::vector<SourceFile> sources, std::string field)
-    : sources_(std::move(sources)), field_(std::move(field)), docs_per_source_(sources_.size(), 0) {
+DocumentReader::DocumentReader(std::vector<SourceFile> sources, std::string field, FieldKind kind)
+    : sources_(std::move(sources)),
+      field_(std::move(field)),
+      kind_(kind),
+      docs_per_source_(sources_.size(), 0) {
     for (const auto& s : sources_) bytes_total_ += s.bytes;
 }
 
@@ -291,7 +294,7 @@ bool DocumentReader::next(Document& doc) {
         }
         if (current_ >= sources_.size()) return false;
         const SourceFile& src = sources_[current_];
-        if (src.format == SourceFormat::text) {
+        if (src.format == SourceFormat::text && kind_ == FieldKind::string) {
             std::string text;
             std::vector<char> chunk(kChunk);
             while (std::size_t got = stream_->read(chunk.data(), chunk.size()))
@@ -300,6 +303,7 @@ bool DocumentReader::next(Document& doc) {
             doc.text = repair(text, 0);
             doc.source = current_;
             doc.index = next_index_++;
+            doc.line = 0;
             if (!doc.text.empty()) ++docs_per_source_[current_];
             open_next_source();
             if (doc.text.empty()) continue;
@@ -324,11 +328,17 @@ bool DocumentReader::next(Document& doc) {
         }
         if (!j.is_object()) throw Error(where + ": not a JSON object");
         auto it = j.find(field_);
-        if (it == j.end() || !it->is_string())
-            throw Error(where + ": no \"" + field_ + "\" string field");
-        doc.text = it->get<std::string>();
+        if (kind_ == FieldKind::json) {
+            if (it == j.end()) throw Error(where + ": no \"" + field_ + "\" field");
+            doc.text = it->dump();
+        } else {
+            if (it == j.end() || !it->is_string())
+                throw Error(where + ": no \"" + field_ + "\" string field");
+            doc.text = it->get<std::string>();
+        }
         doc.source = current_;
         doc.index = next_index_++;
+        doc.line = line_number_;
         if (doc.text.empty()) continue;
         ++docs_per_source_[current_];
         return true;

@@ -50,19 +50,26 @@ struct Utf8Problem {
 std::string describe_utf8_problem(const Utf8Problem& problem);
 
 struct Document {
-    std::string text;
+    std::string text;        ///< the text; for a JSON field (FieldKind::json), the value as JSON
     std::size_t source = 0;  ///< index into the source list
     uint64_t index = 0;      ///< the document's number within its source file (empty ones counted)
+    uint64_t line = 0;       ///< its line in a JSONL file (1-based); 0 for a text file
 };
+
+/// What a JSONL line's field holds: a string (text), or any JSON value (a chat's `messages`),
+/// which the reader hands on as JSON text.
+enum class FieldKind { string, json };
 
 /// Reads the documents of `sources` in order. Empty documents are skipped (they would be a lone
 /// EOS), and numbered (Document::index) so positions stay stable.
 class DocumentReader {
 public:
-    explicit DocumentReader(std::vector<SourceFile> sources, std::string field = "text");
+    explicit DocumentReader(std::vector<SourceFile> sources, std::string field = "text",
+                            FieldKind kind = FieldKind::string);
     ~DocumentReader();
     /// The next document; false after the last. Throws lathe::Error "file:line: reason" for a
-    /// JSONL line that is not a JSON object with a string `field`.
+    /// JSONL line that is not a JSON object with a string `field` (any `field`, for
+    /// FieldKind::json). A text file is read as JSONL when the kind is FieldKind::json.
     bool next(Document& doc);
     /// Bytes of the source files consumed so far (compressed where compressed).
     uint64_t bytes_consumed() const;
@@ -88,6 +95,7 @@ private:
 
     std::vector<SourceFile> sources_;
     std::string field_;
+    FieldKind kind_ = FieldKind::string;
     std::size_t current_ = 0;
     bool opened_ = false;
     std::unique_ptr<ByteSource> stream_;

@@ -18,6 +18,10 @@ std::string Manifest::shard_path(const Shard& s) const {
     return (fs::path(folder) / s.file).string();
 }
 
+std::string Manifest::mask_path(const Shard& s) const {
+    return s.label_mask.empty() ? std::string() : (fs::path(folder) / s.label_mask).string();
+}
+
 bool has_manifest(const std::string& path) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) return fs::is_regular_file(fs::path(path) / kManifestFile, ec);
@@ -61,12 +65,16 @@ Manifest read_manifest(const std::string& path) {
         m.eos_id = need("eos_id").get<int64_t>();
         for (const auto& s : need("shards")) {
             Shard sh{s.at("file").get<std::string>(), s.at("tokens").get<int64_t>(),
-                     s.at("documents").get<int64_t>()};
-            if (sh.file.empty() || fs::path(sh.file).is_absolute() ||
-                sh.file.find("..") != std::string::npos)
-                throw Error(name + ": shard file '" + sh.file + "' must be a name in the folder");
+                     s.at("documents").get<int64_t>(), s.value("label_mask", std::string())};
+            for (const std::string* f : {&sh.file, &sh.label_mask}) {
+                if ((f == &sh.file && f->empty()) || fs::path(*f).is_absolute() ||
+                    f->find("..") != std::string::npos)
+                    throw Error(name + ": shard file '" + *f + "' must be a name in the folder");
+            }
             m.shards.push_back(std::move(sh));
         }
+        if (j.contains("instances") && j["instances"].is_object())
+            m.instance_length = j["instances"].value("sequence_length", int64_t(0));
     } catch (const nlohmann::json::exception& e) {
         throw Error(name + ": malformed field: " + e.what());
     }
@@ -81,6 +89,14 @@ Manifest read_manifest(const std::string& path) {
             throw Error(p + ": " + std::to_string(size) + " bytes, but " + name + " says " +
                         std::to_string(s.tokens) + " " + m.dtype + " tokens (" +
                         std::to_string(want) + " bytes)");
+        if (s.label_mask.empty()) continue;
+        const std::string mp = m.mask_path(s);
+        const auto mask_size = fs::file_size(mp, ec);
+        if (ec) throw Error(name + ": label mask " + mp + " is missing");
+        if (mask_size != static_cast<uint64_t>(s.tokens))
+            throw Error(mp + ": " + std::to_string(mask_size) + " bytes, but its shard " + s.file +
+                        " holds " + std::to_string(s.tokens) +
+                        " tokens; a label mask has one byte per token");
     }
     return m;
 }

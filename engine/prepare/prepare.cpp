@@ -1,4 +1,5 @@
 #include "engine/prepare/prepare.h"
+#include "engine/chat/conversation.h"
 #include "engine/prepare/manifest.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -33,6 +35,11 @@ constexpr std::size_t kBatchDocuments = 4096;
 std::string shard_name(int64_t i) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "part-%05lld.npy", static_cast<long long>(i));
+    return buf;
+}
+std::string mask_name(int64_t i) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "label-mask-%05lld.npy", static_cast<long long>(i));
     return buf;
 }
 
@@ -75,19 +82,41 @@ std::string differences(const Json& a, const Json& b) {
     return out.empty() ? "the settings" : out;
 }
 
-// A pool of workers, each with its own tokenizer (their caches stay per thread), that tokenizes
-// batches of documents.
+// One document, tokenized: its ids and, when the folder gets label masks, one byte per id.
+struct Encoded {
+    std::vector<uint32_t> ids;
+    std::vector<uint8_t> mask;
+};
+
+// How a worker turns a document into tokens.
+struct Encoding {
+    std::string tokenizer;                   ///< the tokenizer file
+    std::optional<chat::ChatTemplate> chat;  ///< conversations: rendered with this first
+    chat::TrainOn train_on = chat::TrainOn::assistant;
+    bool masks = false;  ///< write label masks
+    bool add_bos = false;
+    int64_t bos = 0, eos = 0;
+    std::vector<std::string> source_paths;  ///< to name a document's file in errors
+};
+
+// A pool of workers, each with its own tokenizer and chat template (their caches stay per
+// thread), that tokenizes batches of documents.
 class TokenizerPool {
 public:
     using Batch = std::vector<Document>;
-    using Tokens = std::vector<std::vector<uint32_t>>;
+    using Tokens = std::vector<Encoded>;
 
-    TokenizerPool(const std::string& tokenizer, int threads, bool add_bos, int64_t bos, int64_t eos)
-        : add_bos_(add_bos), bos_(bos), eos_(eos) {
+    TokenizerPool(const Encoding& encoding, int threads) : enc_(encoding) {
         for (int i = 0; i < threads; ++i) {
-            tokenizers_.push_back(tokenizer::load_tokenizer(tokenizer));
-            workers_.emplace_back([this, i] { work(*tokenizers_[static_cast<std::size_t>(i)]); });
+            Worker w;
+            w.tok = tokenizer::load_tokenizer(enc_.tokenizer);
+            if (enc_.chat)
+                w.chat = std::make_unique<chat::ChatTemplate>(
+                    enc_.chat->source(), enc_.chat->origin(), enc_.chat->special_tokens());
+            workers_.push_back(std::move(w));
         }
+        for (int i = 0; i < threads; ++i)
+            threads_.emplace_back([this, i] { work(workers_[static_cast<std::size_t>(i)]); });
     }
     ~TokenizerPool() {
         {
@@ -95,12 +124,17 @@ public:
             stop_ = true;
         }
         cv_.notify_all();
-        for (auto& w : workers_) w.join();
+        for (auto& t : threads_) t.join();
     }
 
+    struct Worker {
+        std::unique_ptr<tokenizer::Tokenizer> tok;
+        std::unique_ptr<chat::ChatTemplate> chat;
+    };
+
     std::future<Tokens> submit(std::shared_ptr<Batch> batch) {
-        std::packaged_task<Tokens(const tokenizer::Tokenizer&)> task(
-            [this, batch](const tokenizer::Tokenizer& tok) { return run(tok, *batch); });
+        std::packaged_task<Tokens(const Worker&)> task(
+            [this, batch](const Worker& w) { return run(w, *batch); });
         auto f = task.get_future();
         {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -111,21 +145,39 @@ public:
     }
 
 private:
-    Tokens run(const tokenizer::Tokenizer& tok, const Batch& batch) const {
-        Tokens out(batch.size());
-        for (std::size_t i = 0; i < batch.size(); ++i) {
-            const auto ids = tok.encode(batch[i].text, false);
-            auto& t = out[i];
-            t.reserve(ids.size() + 2);
-            if (add_bos_) t.push_back(static_cast<uint32_t>(bos_));
-            for (const int64_t id : ids) t.push_back(static_cast<uint32_t>(id));
-            t.push_back(static_cast<uint32_t>(eos_));
+    Encoded encode(const Worker& w, const Document& doc) const {
+        Encoded e;
+        if (w.chat) {
+            const std::string where =
+                enc_.source_paths.at(doc.source) + ":" + std::to_string(doc.line);
+            const auto messages = nlohmann::ordered_json::parse(doc.text);
+            const auto c =
+                chat::encode_conversation(*w.chat, *w.tok, messages, enc_.train_on, where);
+            e.ids.assign(c.ids.begin(), c.ids.end());
+            e.mask = c.mask;
+            // Documents end with EOS; one the template did not write is not trained on.
+            if (e.ids.empty() || e.ids.back() != static_cast<uint32_t>(enc_.eos)) {
+                e.ids.push_back(static_cast<uint32_t>(enc_.eos));
+                e.mask.push_back(0);
+            }
+            return e;
         }
+        const auto ids = w.tok->encode(doc.text, false);
+        e.ids.reserve(ids.size() + 2);
+        if (enc_.add_bos) e.ids.push_back(static_cast<uint32_t>(enc_.bos));
+        for (const int64_t id : ids) e.ids.push_back(static_cast<uint32_t>(id));
+        e.ids.push_back(static_cast<uint32_t>(enc_.eos));
+        if (enc_.masks) e.mask.assign(e.ids.size(), 1);
+        return e;
+    }
+    Tokens run(const Worker& w, const Batch& batch) const {
+        Tokens out(batch.size());
+        for (std::size_t i = 0; i < batch.size(); ++i) out[i] = encode(w, batch[i]);
         return out;
     }
-    void work(const tokenizer::Tokenizer& tok) {
+    void work(const Worker& w) {
         while (true) {
-            std::packaged_task<Tokens(const tokenizer::Tokenizer&)> task;
+            std::packaged_task<Tokens(const Worker&)> task;
             {
                 std::unique_lock<std::mutex> lock(mutex_);
                 cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -133,27 +185,98 @@ private:
                 task = std::move(queue_.front());
                 queue_.pop_front();
             }
-            task(tok);
+            task(w);
         }
     }
 
-    bool add_bos_;
-    int64_t bos_, eos_;
-    std::vector<std::unique_ptr<tokenizer::Tokenizer>> tokenizers_;
-    std::vector<std::thread> workers_;
+    const Encoding& enc_;
+    std::vector<Worker> workers_;
+    std::vector<std::thread> threads_;
     std::mutex mutex_;
     std::condition_variable cv_;
-    std::deque<std::packaged_task<Tokens(const tokenizer::Tokenizer&)>> queue_;
+    std::deque<std::packaged_task<Tokens(const Worker&)>> queue_;
     bool stop_ = false;
 };
 
-// The shard being written: part-NNNNN.npy.partial until it is finished.
+// Instances of exactly `length` tokens from documents, as OLMo-core's padded and packed datasets
+// make them; padding gets `pad` and a 0 in the mask.
+class InstanceMaker {
+public:
+    InstanceMaker(Instances layout, int64_t length, uint32_t pad)
+        : layout_(layout), length_(static_cast<std::size_t>(length)), pad_(pad) {}
+
+    // padded: the document cut into pieces of `length` (the last one padded).
+    std::vector<Encoded> padded(const Encoded& doc) const {
+        std::vector<Encoded> out;
+        for (std::size_t at = 0; at < doc.ids.size(); at += length_) {
+            const std::size_t n = std::min(length_, doc.ids.size() - at);
+            Encoded e;
+            e.ids.assign(doc.ids.begin() + static_cast<std::ptrdiff_t>(at),
+                         doc.ids.begin() + static_cast<std::ptrdiff_t>(at + n));
+            e.mask.assign(doc.mask.begin() + static_cast<std::ptrdiff_t>(at),
+                          doc.mask.begin() + static_cast<std::ptrdiff_t>(at + n));
+            pad(e);
+            out.push_back(std::move(e));
+        }
+        return out;
+    }
+    // packed: whole documents (truncated to `length`) best-fit-decreasing into instances: the
+    // longest first, each into the fullest instance it fits, a new one when none has room.
+    std::vector<Encoded> packed(std::vector<Encoded> docs) const {
+        std::vector<std::size_t> order(docs.size());
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+            return docs[a].ids.size() > docs[b].ids.size();
+        });
+        std::vector<Encoded> out;
+        std::multimap<std::size_t, std::size_t> room;  // space left -> instance
+        for (const std::size_t d : order) {
+            Encoded& doc = docs[d];
+            if (doc.ids.size() > length_) {
+                doc.ids.resize(length_);
+                doc.mask.resize(length_);
+            }
+            const std::size_t n = doc.ids.size();
+            auto it = room.lower_bound(n);
+            std::size_t inst;
+            if (it == room.end()) {
+                inst = out.size();
+                out.emplace_back();
+            } else {
+                inst = it->second;
+                room.erase(it);
+            }
+            auto& e = out[inst];
+            e.ids.insert(e.ids.end(), doc.ids.begin(), doc.ids.end());
+            e.mask.insert(e.mask.end(), doc.mask.begin(), doc.mask.end());
+            if (e.ids.size() < length_) room.emplace(length_ - e.ids.size(), inst);
+        }
+        for (auto& e : out) pad(e);
+        return out;
+    }
+    Instances layout() const { return layout_; }
+    std::size_t length() const { return length_; }
+
+private:
+    void pad(Encoded& e) const {
+        e.ids.resize(length_, pad_);
+        e.mask.resize(length_, 0);
+    }
+    Instances layout_;
+    std::size_t length_;
+    uint32_t pad_;
+};
+
+// The shard being written: part-NNNNN.npy.partial (and label-mask-NNNNN.npy.partial) until it is
+// finished.
 class ShardWriter {
 public:
-    ShardWriter(fs::path folder, int element) : folder_(std::move(folder)), element_(element) {}
+    ShardWriter(fs::path folder, int element, bool masks)
+        : folder_(std::move(folder)), element_(element), masks_(masks) {}
     ~ShardWriter() { abandon(); }
 
     bool open() const { return file_ != nullptr; }
+    void count_document() { ++documents_; }
     uint64_t bytes() const {
         return static_cast<uint64_t>(tokens_) * static_cast<uint64_t>(element_);
     }
@@ -162,51 +285,80 @@ public:
         index_ = index;
         tokens_ = documents_ = 0;
         partial_ = folder_ / (shard_name(index) + ".partial");
-        file_ = std::fopen(partial_.c_str(), "wb");
-        if (!file_) throw Error(partial_.string() + ": cannot create: " + std::strerror(errno));
-    }
-    void add(const std::vector<uint32_t>& ids) {
-        if (element_ == 2) {
-            buffer16_.assign(ids.begin(), ids.end());
-            put(buffer16_.data(), buffer16_.size() * 2);
-        } else {
-            put(ids.data(), ids.size() * 4);
+        file_ = create(partial_);
+        if (masks_) {
+            mask_partial_ = folder_ / (mask_name(index) + ".partial");
+            mask_file_ = create(mask_partial_);
         }
-        tokens_ += static_cast<int64_t>(ids.size());
-        ++documents_;
+    }
+    // Tokens (and their mask bytes) of `documents` documents.
+    void add(const Encoded& e, int64_t documents = 1) {
+        if (element_ == 2) {
+            buffer16_.assign(e.ids.begin(), e.ids.end());
+            put(file_, partial_, buffer16_.data(), buffer16_.size() * 2);
+        } else {
+            put(file_, partial_, e.ids.data(), e.ids.size() * 4);
+        }
+        if (masks_) put(mask_file_, mask_partial_, e.mask.data(), e.mask.size());
+        tokens_ += static_cast<int64_t>(e.ids.size());
+        documents_ += documents;
     }
     Shard finish() {
-        if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0)
-            throw Error(partial_.string() + ": cannot write: " + std::strerror(errno));
-        std::fclose(file_);
-        file_ = nullptr;
-        std::error_code ec;
-        fs::rename(partial_, folder_ / shard_name(index_), ec);
-        if (ec) throw Error(partial_.string() + ": cannot rename: " + ec.message());
-        return Shard{shard_name(index_), tokens_, documents_};
+        close(file_, partial_);
+        if (masks_) close(mask_file_, mask_partial_);
+        rename(partial_, shard_name(index_));
+        Shard s{shard_name(index_), tokens_, documents_, {}};
+        if (masks_) {
+            rename(mask_partial_, mask_name(index_));
+            s.label_mask = mask_name(index_);
+        }
+        return s;
     }
     void abandon() {
-        if (!file_) return;
-        std::fclose(file_);
-        file_ = nullptr;
-        std::error_code ec;
-        fs::remove(partial_, ec);
+        for (auto [f, path] :
+             {std::pair{&file_, &partial_}, std::pair{&mask_file_, &mask_partial_}}) {
+            if (!*f) continue;
+            std::fclose(*f);
+            *f = nullptr;
+            std::error_code ec;
+            fs::remove(*path, ec);
+        }
     }
 
 private:
-    void put(const void* data, std::size_t n) {
-        if (std::fwrite(data, 1, n, file_) != n)
-            throw Error(partial_.string() + ": cannot write: " + std::strerror(errno));
+    static FILE* create(const fs::path& path) {
+        FILE* f = std::fopen(path.c_str(), "wb");
+        if (!f) throw Error(path.string() + ": cannot create: " + std::strerror(errno));
+        return f;
     }
-    fs::path folder_, partial_;
+    static void put(FILE* f, const fs::path& path, const void* data, std::size_t n) {
+        if (std::fwrite(data, 1, n, f) != n)
+            throw Error(path.string() + ": cannot write: " + std::strerror(errno));
+    }
+    static void close(FILE*& f, const fs::path& path) {
+        if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
+            throw Error(path.string() + ": cannot write: " + std::strerror(errno));
+        std::fclose(f);
+        f = nullptr;
+    }
+    void rename(const fs::path& from, const std::string& to) const {
+        std::error_code ec;
+        fs::rename(from, folder_ / to, ec);
+        if (ec) throw Error(from.string() + ": cannot rename: " + ec.message());
+    }
+    fs::path folder_, partial_, mask_partial_;
     int element_;
+    bool masks_;
     FILE* file_ = nullptr;
+    FILE* mask_file_ = nullptr;
     int64_t index_ = 0, tokens_ = 0, documents_ = 0;
     std::vector<uint16_t> buffer16_;
 };
 
 Json shard_json(const Shard& s) {
-    return {{"file", s.file}, {"tokens", s.tokens}, {"documents", s.documents}};
+    Json j = {{"file", s.file}, {"tokens", s.tokens}, {"documents", s.documents}};
+    if (!s.label_mask.empty()) j["label_mask"] = s.label_mask;
+    return j;
 }
 
 }  // namespace
@@ -217,8 +369,11 @@ namespace {
 // the EOS id, the inputs, and the settings a finished or interrupted output must match.
 struct Plan {
     std::unique_ptr<tokenizer::Tokenizer> tok;
+    std::optional<chat::ChatTemplate> chat;
     int64_t vocab = 0;
     int64_t eos = 0;
+    int64_t pad = 0;
+    bool masks = false;  ///< label-mask files beside the token files
     std::string dtype;
     int element = 2;
     int threads = 1;
@@ -251,6 +406,43 @@ Plan plan_preparation(const PrepareOptions& o) {
                     " tokens do not fit uint16 (at most 65536); use uint32");
     p.dtype = dtype;
     p.element = dtype == "uint16" ? 2 : 4;
+    if (o.chat) {
+        if (o.add_bos)
+            throw Error(
+                "--add-bos with --chat: the chat template writes BOS where the model wants it");
+        if (!o.chat->template_path.empty()) {
+            p.chat = chat::ChatTemplate::load(o.chat->template_path);
+        } else {
+            p.chat = chat::ChatTemplate::beside_tokenizer(o.tokenizer);
+            if (!p.chat)
+                throw Error(o.tokenizer +
+                            ": no chat template beside the tokenizer (no "
+                            "tokenizer_config.json with a chat_template, no chat_template.jinja "
+                            "in its folder); give --chat-template FILE");
+        }
+    }
+    if (o.instances != Instances::stream && o.sequence_length < 1)
+        throw Error("padded or packed instances need --sequence-length N");
+    if (o.instances == Instances::stream && o.sequence_length != 0)
+        throw Error("--sequence-length goes with --instances padded or packed");
+    // A chat model's EOS is its tokenizer config's eos_token (<|im_end|>, <|eot_id|>), which
+    // transformers uses, rather than the tokenizer file's end of text.
+    if (p.chat && !o.eos_id && p.chat->special_tokens().contains("eos_token")) {
+        const auto ids = tok->encode(p.chat->special_tokens()["eos_token"].get<std::string>());
+        if (ids.size() == 1) p.eos = ids[0];
+    }
+    p.masks = o.chat.has_value() || o.instances != Instances::stream;
+    // The padding token: --pad-id, the tokenizer config's pad_token, else EOS.
+    p.pad = p.eos;
+    if (o.pad_id) {
+        p.pad = *o.pad_id;
+    } else if (p.chat && p.chat->special_tokens().contains("pad_token")) {
+        const auto ids = tok->encode(p.chat->special_tokens()["pad_token"].get<std::string>());
+        if (ids.size() == 1) p.pad = ids[0];
+    }
+    if (p.pad < 0 || p.pad >= vocab)
+        throw Error("pad id " + std::to_string(p.pad) + " is outside the vocabulary (" +
+                    std::to_string(vocab) + " tokens)");
     p.threads = o.threads > 0 ? o.threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
@@ -266,8 +458,17 @@ Plan plan_preparation(const PrepareOptions& o) {
     if (sources.empty()) throw Error("no input besides the output folder " + o.out);
     p.settings = {{"tokenizer_id", tok->id()},    {"field", o.field},
                   {"shard_bytes", o.shard_bytes}, {"dtype", dtype},
-                  {"add_bos", o.add_bos},         {"eos_id", *eos},
+                  {"add_bos", o.add_bos},         {"eos_id", p.eos},
                   {"sources", Json::array()}};
+    // Only what is set goes in, so folders made before these options still match.
+    if (p.chat)
+        p.settings["chat"] = {{"template_id", p.chat->id()},
+                              {"train_on", o.chat->train_on_all ? "all" : "assistant"}};
+    if (o.instances != Instances::stream)
+        p.settings["instances"] = {
+            {"layout", o.instances == Instances::padded ? "padded" : "packed"},
+            {"sequence_length", o.sequence_length},
+            {"pad_id", p.pad}};
     for (const auto& s : sources)
         p.settings["sources"].push_back({{"path", fs::absolute(s.path).lexically_normal().string()},
                                          {"bytes", s.bytes},
@@ -279,6 +480,7 @@ Plan plan_preparation(const PrepareOptions& o) {
 // The output folder: new, finished with the same settings (its manifest: nothing to do), or
 // interrupted (the shards it kept, checked, and the (source, document) of the next shard).
 struct Output {
+    bool created = false;  ///< the folder did not exist before
     std::optional<Json> done;
     std::vector<Shard> shards;
     std::pair<std::size_t, uint64_t> resume_at{0, 0};
@@ -293,6 +495,7 @@ Output open_output(const PrepareOptions& o, const Plan& p) {
     Output r;
     if (fs::exists(out, ec) && !fs::is_directory(out, ec))
         throw Error(o.out + ": exists and is not a folder");
+    r.created = !fs::exists(out, ec);
     fs::create_directories(out, ec);
     if (ec) throw Error(o.out + ": cannot create: " + ec.message());
     // A manifest or state file made with other settings is refused, naming what differs.
@@ -319,10 +522,15 @@ Output open_output(const PrepareOptions& o, const Plan& p) {
                              "run it with those, choose another --out, or remove it");
             for (const auto& s : state.at("shards")) {
                 Shard sh{s.at("file").get<std::string>(), s.at("tokens").get<int64_t>(),
-                         s.at("documents").get<int64_t>()};
+                         s.at("documents").get<int64_t>(), s.value("label_mask", std::string())};
                 const auto size = fs::file_size(out / sh.file, ec);
                 if (ec || size != static_cast<uint64_t>(sh.tokens) * element)
                     throw Error((out / sh.file).string() +
+                                ": missing or changed since it was written; remove " + o.out +
+                                " to start over");
+                if (!sh.label_mask.empty() &&
+                    fs::file_size(out / sh.label_mask, ec) != static_cast<uint64_t>(sh.tokens))
+                    throw Error((out / sh.label_mask).string() +
                                 ": missing or changed since it was written; remove " + o.out +
                                 " to start over");
                 r.shards.push_back(sh);
@@ -345,9 +553,9 @@ Output open_output(const PrepareOptions& o, const Plan& p) {
     // state save).
     for (const auto& e : fs::directory_iterator(out, ec)) {
         const std::string name = e.path().filename().string();
-        if (name.rfind("part-", 0) != 0) continue;
+        if (name.rfind("part-", 0) != 0 && name.rfind("label-mask-", 0) != 0) continue;
         bool kept = false;
-        for (const auto& s : r.shards) kept = kept || s.file == name;
+        for (const auto& s : r.shards) kept = kept || s.file == name || s.label_mask == name;
         if (!kept) fs::remove(e.path(), ec);
     }
     return r;
@@ -403,7 +611,26 @@ Json manifest_json(const PrepareOptions& o, const Plan& p, const std::vector<Sha
         {"shards", Json::array()},
         {"sources", Json::array()},
         {"invalid_utf8", {{"count", reader.utf8_problem_count()}, {"first", Json::array()}}},
+        {"label_masks", p.masks},
         {"settings", p.settings}};
+    if (p.chat)
+        manifest["chat"] = {{"template", p.chat->origin()},
+                            {"template_id", p.chat->id()},
+                            {"train_on", o.chat->train_on_all ? "all" : "assistant"}};
+    if (p.settings.contains("instances")) manifest["instances"] = p.settings["instances"];
+    if (p.masks) {
+        // The tokens the loss is taken on: the mask files' ones.
+        int64_t trained = 0;
+        std::vector<char> buf(1 << 20);
+        for (const auto& s : shards) {
+            std::ifstream in(fs::path(o.out) / s.label_mask, std::ios::binary);
+            while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount()) {
+                for (std::streamsize k = 0; k < in.gcount(); ++k)
+                    trained += buf[static_cast<std::size_t>(k)] != 0;
+            }
+        }
+        manifest["trained_tokens"] = trained;
+    }
     for (const auto& s : shards) manifest["shards"].push_back(shard_json(s));
     for (std::size_t i = 0; i < p.sources.size(); ++i)
         manifest["sources"].push_back({{"path", p.sources[i].path},
@@ -440,15 +667,44 @@ Json prepare_data(const PrepareOptions& o) {
         write_state(state_path, settings, shards, next_source, next_document);
     };
 
-    DocumentReader reader(sources, o.field);
+    DocumentReader reader(sources, o.field, plan.chat ? FieldKind::json : FieldKind::string);
     reader.on_problem = o.on_problem;
-    TokenizerPool pool(o.tokenizer, threads, o.add_bos, tok->bos_id().value_or(0), eos);
-    ShardWriter writer(out, element);
+    Encoding encoding;
+    encoding.tokenizer = o.tokenizer;
+    encoding.chat =
+        plan.chat ? std::make_optional(chat::ChatTemplate(plan.chat->source(), plan.chat->origin(),
+                                                          plan.chat->special_tokens()))
+                  : std::nullopt;
+    encoding.train_on =
+        o.chat && o.chat->train_on_all ? chat::TrainOn::all : chat::TrainOn::assistant;
+    encoding.masks = plan.masks;
+    encoding.add_bos = o.add_bos;
+    encoding.bos = tok->bos_id().value_or(0);
+    encoding.eos = eos;
+    for (const auto& src : sources) encoding.source_paths.push_back(src.path);
+    TokenizerPool pool(encoding, threads);
+    ShardWriter writer(out, element, plan.masks);
+    const InstanceMaker maker(o.instances, o.sequence_length, static_cast<uint32_t>(plan.pad));
     std::deque<std::pair<std::shared_ptr<TokenizerPool::Batch>, std::future<TokenizerPool::Tokens>>>
         in_flight;
     const auto t0 = Clock::now();
     auto last_report = t0;
     Progress progress = resumed_progress(shards, reader.bytes_total());
+    // packed: the documents of the shard being made, packed when it is full
+    std::vector<Encoded> to_pack;
+    uint64_t to_pack_bytes = 0;
+    int64_t to_pack_tokens = 0;  // counted in progress already; padding comes when packed
+    auto flush_packed = [&] {
+        int64_t written = 0;
+        for (const auto& e : maker.packed(std::move(to_pack))) {
+            writer.add(e, 0);
+            written += static_cast<int64_t>(e.ids.size());
+        }
+        progress.tokens += written - to_pack_tokens;
+        to_pack.clear();
+        to_pack_bytes = 0;
+        to_pack_tokens = 0;
+    };
     auto report = [&](bool force) {
         const auto now = Clock::now();
         if (!o.on_progress || (!force && now - last_report < std::chrono::milliseconds(500)))
@@ -498,29 +754,64 @@ Json prepare_data(const PrepareOptions& o) {
             if (in_flight.empty()) break;
             auto [batch, future] = std::move(in_flight.front());
             in_flight.pop_front();
-            const auto tokens = future.get();
+            auto tokens = future.get();
             for (std::size_t i = 0; i < batch->size(); ++i) {
-                const uint64_t doc_bytes = tokens[i].size() * static_cast<uint64_t>(element);
-                if (writer.open() && writer.bytes() > 0 &&
-                    writer.bytes() + doc_bytes > o.shard_bytes) {
+                Encoded& encoded = tokens[i];
+                // What the document adds to the shard, in bytes.
+                const uint64_t instance = maker.length() * static_cast<uint64_t>(element);
+                uint64_t doc_bytes = encoded.ids.size() * static_cast<uint64_t>(element);
+                if (o.instances == Instances::padded)
+                    doc_bytes =
+                        (encoded.ids.size() + maker.length() - 1) / maker.length() * instance;
+                if (o.instances == Instances::packed)
+                    doc_bytes = std::min<uint64_t>(doc_bytes, instance);
+                const uint64_t held =
+                    o.instances == Instances::packed ? to_pack_bytes : writer.bytes();
+                if (held > 0 && held + doc_bytes > o.shard_bytes) {
+                    if (o.instances == Instances::packed) flush_packed();
                     shards.push_back(writer.finish());
                     save_state((*batch)[i].source, (*batch)[i].index);
                     ++progress.shards;
                 }
                 if (!writer.open()) writer.start(static_cast<int64_t>(shards.size()));
-                writer.add(tokens[i]);
-                progress.tokens += static_cast<int64_t>(tokens[i].size());
                 ++progress.documents;
+                if (o.instances == Instances::packed) {
+                    writer.count_document();
+                    to_pack_bytes += doc_bytes;
+                    to_pack_tokens += static_cast<int64_t>(encoded.ids.size());
+                    progress.tokens += static_cast<int64_t>(encoded.ids.size());
+                    to_pack.push_back(std::move(encoded));
+                } else if (o.instances == Instances::padded) {
+                    auto pieces = maker.padded(encoded);
+                    for (std::size_t k = 0; k < pieces.size(); ++k) {
+                        writer.add(pieces[k], k == 0 ? 1 : 0);
+                        progress.tokens += static_cast<int64_t>(pieces[k].ids.size());
+                    }
+                } else {
+                    writer.add(encoded);
+                    progress.tokens += static_cast<int64_t>(encoded.ids.size());
+                }
             }
             report(false);
         }
         if (writer.open()) {
+            if (o.instances == Instances::packed) flush_packed();
             shards.push_back(writer.finish());
             ++progress.shards;
         }
+    } catch (const Cancelled&) {
+        throw;
     } catch (...) {
         drain();
         writer.abandon();
+        // Bad input before the first shard was finished: nothing worth keeping, so the folder
+        // goes back to how it was and the same command works once the input is fixed. Finished
+        // shards stay, for a resume.
+        if (shards.empty()) {
+            fs::remove(out / tokenizer_copy, ec);
+            fs::remove(state_path, ec);
+            if (opened.created) fs::remove(out, ec);  // only when empty
+        }
         throw;
     }
     if (shards.empty())

@@ -1,6 +1,9 @@
 // prepare-data: text in, OLMo-core token files out. Documents (documents.h) are tokenized on every
 // core, in order, each followed by the tokenizer's EOS, and written to shards part-NNNNN.npy of at
 // most `shard_bytes` (documents never cross shards), with manifest.json (manifest.h) last.
+// Conversations (ChatOptions) are rendered with the chat template first, and written with label
+// masks (label-mask-NNNNN.npy, OLMo-core's label_mask_paths format: one byte per token); padded
+// or packed instances (Instances) get masks too, which mask out their padding.
 //
 // Interruptible and resumable: a finished shard is renamed into place and recorded in
 // .prepare-state.json; after an interrupt the same command keeps those shards, redoes the partial
@@ -30,6 +33,18 @@ struct Progress {
     int64_t resumed_shards = 0;
 };
 
+/// How documents become training instances. stream: back to back (NumpyFSLDataset cuts them);
+/// padded: each document in instances of its own, cut into sequence_length pieces and padded
+/// (NumpyPaddedFSLDataset); packed: whole documents packed best-fit-decreasing into instances
+/// (NumpyPackedFSLDataset, long documents truncated), padded. Padding is masked out.
+enum class Instances { stream, padded, packed };
+
+/// Chat input: JSONL lines whose `messages` are rendered with the model's chat template.
+struct ChatOptions {
+    std::string template_path;  ///< empty: the template beside the tokenizer (chat/template.h)
+    bool train_on_all = false;  ///< train on every token, not just the assistant's turns
+};
+
 struct PrepareOptions {
     std::vector<std::string> paths;
     std::string tokenizer;  ///< a tokenizer file (tokenizer/tokenizer.h)
@@ -39,7 +54,11 @@ struct PrepareOptions {
     std::optional<std::string> dtype;  ///< "uint16"/"uint32"; default: the smallest that fits
     bool add_bos = false;              ///< also put the tokenizer's BOS before each document
     std::optional<int64_t> eos_id;     ///< default: the tokenizer's EOS
-    int threads = 0;                   ///< 0: every core
+    std::optional<ChatOptions> chat;   ///< conversations in; token files plus label masks out
+    Instances instances = Instances::stream;
+    int64_t sequence_length = 0;    ///< for padded and packed instances
+    std::optional<int64_t> pad_id;  ///< default: the tokenizer's pad token, else its EOS
+    int threads = 0;                ///< 0: every core
     std::function<void(const Progress&)> on_progress;  ///< about twice a second, and at the end
     std::function<void(const Utf8Problem&)> on_problem;
     const std::atomic<bool>* cancel = nullptr;

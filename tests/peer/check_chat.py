@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Chat data in (label peer, issue 32): chat templates, assistant-only label masks, prepare-data --chat.
+
+Run with the test environment's Python; argument: lathe-engine.
+
+For three released chat templates (chat_templates/: Qwen2.5, Llama 3.2, OLMo 2), each with a
+byte-level BPE tokenizer trained here on its special tokens and saved by transformers:
+  - `lathe-engine chat --text` renders every conversation as transformers'
+    apply_chat_template(tokenize=False) does, with and without the generation prompt;
+  - `lathe-engine chat` gives `tokenizers`' ids of that text, and a mask that is 1 exactly on the
+    assistant's turns as computed here (each turn from the end of the conversation rendered up
+    to it with the generation prompt to the end of the conversation rendered up to and including
+    it, on token boundaries), and 1 everywhere with --train-on all;
+  - `lathe-engine prepare-data --chat` writes those ids (EOS after each conversation that does
+    not end with it, not trained) and masks, back to back, padded and packed;
+  - training reads the masks from the folder (`lathe-engine dataset` reports them) and runs;
+  - bad data (no assistant turn, an unknown role, a template that raises, a line that is not
+    JSON) is refused naming the file and line, and a folder prepared before is left as it was.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+ENGINE = sys.argv[1]
+HERE = Path(__file__).parent
+FAILURES = []
+
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# name -> (template file, special tokens, bos, eos, pad)
+TEMPLATES = {
+    "qwen2_5": ("qwen2_5.jinja", ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                None, "<|im_end|>", "<|endoftext|>"),
+    "llama3_2": ("llama3_2.jinja", ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                                    "<|end_header_id|>", "<|eot_id|>"],
+                 "<|begin_of_text|>", "<|eot_id|>", None),
+    "olmo2": ("olmo2.jinja", ["<|endoftext|>", "<|pad|>"], "<|endoftext|>", "<|endoftext|>",
+              "<|pad|>"),
+}
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello there"}, {"role": "assistant", "content": "I am fine."}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "how are you?"},
+     {"role": "assistant", "content": "fine"}, {"role": "user", "content": "The fox?"},
+     {"role": "assistant", "content": " jumps over\nthe lazy dog  "}],
+    [{"role": "user", "content": "Écris «bonjour» en 中文, s'il te plaît 🙂"},
+     {"role": "assistant", "content": "你好！\n\n- bonjour\n- 2+2=4"}],
+    [{"role": "system", "content": "  You answer in lists.\n"},
+     {"role": "user", "content": "List 3 colours."},
+     {"role": "assistant", "content": "1. red\n2. green\n3. blue"},
+     {"role": "user", "content": "And two more?"},
+     {"role": "assistant", "content": "4. cyan\n5. magenta"},
+     {"role": "user", "content": "Thanks"},
+     {"role": "assistant", "content": "You're welcome!"}],
+]
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILURES.append(what)
+
+
+def lathe(*args, ok=True):
+    r = subprocess.run([ENGINE, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    if ok and r.returncode != 0:
+        print(f"lathe-engine {' '.join(map(str, args))} failed:\n{r.stderr[-3000:]}",
+              file=sys.stderr)
+        sys.exit(2)
+    return r
+
+
+def make_tokenizer(name, work):
+    """A byte-level BPE (Llama-3 split) trained on the conversations' text, saved by transformers
+    with the template, as a model's tokenizer folder."""
+    file, specials, bos, eos, pad = TEMPLATES[name]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    texts = [m["content"] for c in CONVERSATIONS for m in c] * 20
+    texts += ["system user assistant Cutting Knowledge Date: December Today You are Qwen"] * 20
+    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    kwargs = {k: v for k, v in (("bos_token", bos), ("eos_token", eos), ("pad_token", pad)) if v}
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, **kwargs)
+    fast.chat_template = (HERE / "chat_templates" / file).read_text()
+    folder = work / name
+    fast.save_pretrained(str(folder))
+    return fast, folder
+
+
+def trained_mask(fast, messages, ids):
+    """The assistant-only mask, computed here: each assistant turn spans from the end of the
+    conversation rendered up to it with the generation prompt to the end of the conversation
+    rendered up to and including it; boundaries go to the tokens the prefix shares with the whole."""
+    text = fast.apply_chat_template(messages, tokenize=False)
+
+    def tokens_before(prefix):
+        assert text.startswith(prefix)
+        if len(prefix) == len(text):
+            return len(ids)
+        p = fast(prefix, add_special_tokens=False)["input_ids"]
+        k = 0
+        while k < min(len(p), len(ids)) and p[k] == ids[k]:
+            k += 1
+        return k
+
+    mask = [0] * len(ids)
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        begin = 0 if i == 0 else tokens_before(
+            fast.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True))
+        end = tokens_before(fast.apply_chat_template(messages[:i + 1], tokenize=False))
+        for t in range(begin, end):
+            mask[t] = 1
+    return mask
+
+
+def write_jsonl(path, conversations):
+    with open(path, "w") as f:
+        for c in conversations:
+            f.write(json.dumps({"messages": c}, ensure_ascii=False) + "\n")
+
+
+def check_template(name, work):
+    fast, folder = make_tokenizer(name, work)
+    tokenizer_file = folder / "tokenizer.json"
+    data = work / f"{name}.jsonl"
+    write_jsonl(data, CONVERSATIONS)
+
+    # Text, with and without the generation prompt (the prompt: all but the last reply).
+    for gen in (False, True):
+        convs = [c[:-1] if gen else c for c in CONVERSATIONS]
+        prompts = work / f"{name}-prompts.jsonl"
+        write_jsonl(prompts, convs)
+        args = ["chat", prompts, "--tokenizer", tokenizer_file, "--text"]
+        got = lathe(*(args + (["--generation-prompt"] if gen else []))).stdout
+        want = "".join(fast.apply_chat_template(c, tokenize=False, add_generation_prompt=gen)
+                       for c in convs)
+        check(got == want, f"{name}: rendered text equals apply_chat_template "
+                           f"(add_generation_prompt={gen}, {len(want)} characters)"
+              + ("" if got == want else f"\n  lathe: {got[:300]!r}\n  hf:    {want[:300]!r}"))
+
+    # Ids and masks.
+    rows = [json.loads(l) for l in lathe("chat", data, "--tokenizer", tokenizer_file).stdout.splitlines()]
+    all_rows = [json.loads(l) for l in
+                lathe("chat", data, "--tokenizer", tokenizer_file, "--train-on", "all").stdout.splitlines()]
+    expected = []
+    for c, row, row_all in zip(CONVERSATIONS, rows, all_rows):
+        text = fast.apply_chat_template(c, tokenize=False)
+        ids = fast(text, add_special_tokens=False)["input_ids"]
+        check(row["ids"] == ids, f"{name}: ids equal tokenizers' ({len(ids)} tokens)")
+        mask = trained_mask(fast, c, ids)
+        check(row["mask"] == mask, f"{name}: the mask is the assistant turns "
+                                   f"({sum(mask)} of {len(ids)} tokens)"
+              + ("" if row["mask"] == mask else f"\n  lathe {row['mask']}\n  want  {mask}"))
+        check(row_all["mask"] == [1] * len(ids), f"{name}: --train-on all trains on every token")
+        expected.append((ids, mask))
+
+    # prepare-data --chat: back to back, padded, packed.
+    eos = fast.convert_tokens_to_ids(fast.eos_token)
+    pad = fast.convert_tokens_to_ids(fast.pad_token) if fast.pad_token else eos
+    docs = []
+    for ids, mask in expected:
+        if ids[-1] != eos:
+            ids, mask = ids + [eos], mask + [0]
+        docs.append((ids, mask))
+    out = work / f"{name}-prepared"
+    lathe("prepare-data", data, "--tokenizer", tokenizer_file, "--out", out, "--chat",
+          "--progress", "none")
+    manifest = json.loads((out / "manifest.json").read_text())
+    tokens = np.concatenate([np.fromfile(out / s["file"], dtype=manifest["dtype"])
+                             for s in manifest["shards"]])
+    masks = np.concatenate([np.fromfile(out / s["label_mask"], dtype=np.uint8)
+                            for s in manifest["shards"]])
+    want_ids = [t for ids, _ in docs for t in ids]
+    want_mask = [m for _, mask in docs for m in mask]
+    check(tokens.tolist() == want_ids and masks.tolist() == want_mask,
+          f"{name}: prepare-data --chat writes the ids and masks ({len(want_ids)} tokens)")
+    check(manifest["trained_tokens"] == sum(want_mask), f"{name}: manifest's trained_tokens")
+
+    seq = 64
+    padded = work / f"{name}-padded"
+    lathe("prepare-data", data, "--tokenizer", tokenizer_file, "--out", padded, "--chat",
+          "--instances", "padded", "--sequence-length", seq, "--progress", "none")
+    m = json.loads((padded / "manifest.json").read_text())
+    t = np.fromfile(padded / m["shards"][0]["file"], dtype=m["dtype"]).reshape(-1, seq)
+    k = np.fromfile(padded / m["shards"][0]["label_mask"], dtype=np.uint8).reshape(-1, seq)
+    rows_ids, rows_mask = [], []
+    for ids, mask in docs:  # OLMo-core's padded instances: pieces of `seq`, the last padded
+        for at in range(0, len(ids), seq):
+            piece, pm = ids[at:at + seq], mask[at:at + seq]
+            rows_ids.append(piece + [pad] * (seq - len(piece)))
+            rows_mask.append(pm + [0] * (seq - len(pm)))
+    check(t.tolist() == rows_ids and k.tolist() == rows_mask,
+          f"{name}: padded instances ({len(rows_ids)} of {seq})")
+
+    packed = work / f"{name}-packed"
+    lathe("prepare-data", data, "--tokenizer", tokenizer_file, "--out", packed, "--chat",
+          "--instances", "packed", "--sequence-length", 2 * seq, "--progress", "none")
+    m = json.loads((packed / "manifest.json").read_text())
+    t = np.fromfile(packed / m["shards"][0]["file"], dtype=m["dtype"]).reshape(-1, 2 * seq)
+    k = np.fromfile(packed / m["shards"][0]["label_mask"], dtype=np.uint8).reshape(-1, 2 * seq)
+    # Every document (truncated to the instance) is in exactly one instance, whole, and the rest
+    # is masked padding.
+    found = 0
+    for ids, mask in docs:
+        ids, mask = ids[:2 * seq], mask[:2 * seq]
+        hits = [(r, j) for r in range(len(t)) for j in range(2 * seq - len(ids) + 1)
+                if t[r, j:j + len(ids)].tolist() == ids and k[r, j:j + len(ids)].tolist() == mask]
+        found += 1 if hits else 0
+    used = sum(min(len(ids), 2 * seq) for ids, _ in docs)
+    check(found == len(docs) and int(k.sum()) == sum(sum(mk[:2 * seq]) for _, mk in docs)
+          and len(t) * 2 * seq - used == int((t == pad).sum() - sum(
+              ids[:2 * seq].count(pad) for ids, _ in docs)),
+          f"{name}: packed instances hold every conversation whole ({len(t)} instances)")
+    return out, fast, tokenizer_file
+
+
+def check_errors(work, tokenizer_file, prepared):
+    before = {p.name: p.read_bytes() for p in prepared.iterdir()}
+    cases = {
+        "no assistant turn": ([{"role": "user", "content": "hi"}], "no assistant turn"),
+        "an unknown role": ([{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"},
+                             {"role": "assistant", "content": "y"}], 'unknown role "robot"'),
+        "a content that is not a string": ([{"role": "user", "content": 3},
+                                            {"role": "assistant", "content": "y"}],
+                                           "no \"content\" string"),
+    }
+    for what, (conv, message) in cases.items():
+        bad = work / "bad.jsonl"
+        write_jsonl(bad, CONVERSATIONS[:2] + [conv])
+        r = lathe("prepare-data", bad, "--tokenizer", tokenizer_file, "--out", work / "bad-out",
+                  "--chat", "--progress", "none", ok=False)
+        check(r.returncode != 0 and f"{bad}:3" in r.stderr and message in r.stderr,
+              f"{what} is refused naming {bad.name}:3: {r.stderr.strip()[-200:]}")
+        check(not (work / "bad-out").exists(), f"{what}: the failed run leaves no folder behind")
+    bad = work / "bad.jsonl"
+    bad.write_text(json.dumps({"messages": CONVERSATIONS[0]}) + "\n{not json\n")
+    r = lathe("prepare-data", bad, "--tokenizer", tokenizer_file, "--out", work / "bad-out2",
+              "--chat", "--progress", "none", ok=False)
+    check(r.returncode != 0 and f"{bad}:2" in r.stderr, f"a line that is not JSON: {r.stderr.strip()[-160:]}")
+    # A template that raises (Gemma's alternation rule, as such templates do).
+    raising = work / "raising.jinja"
+    raising.write_text("{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+                       "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+                       "{% endif %}{{ m['content'] }}{% endfor %}")
+    write_jsonl(work / "two.jsonl", [CONVERSATIONS[0], CONVERSATIONS[1]])
+    r = lathe("prepare-data", work / "two.jsonl", "--tokenizer", tokenizer_file, "--out",
+              work / "bad-out3", "--chat", "--chat-template", raising, "--progress", "none", ok=False)
+    check(r.returncode != 0 and "two.jsonl:2" in r.stderr and "roles must alternate" in r.stderr
+          and "raising.jinja" in r.stderr, f"a template error names the line and the template: "
+                                            f"{r.stderr.strip()[-220:]}")
+    broken = work / "broken.jinja"
+    broken.write_text("{% for m in messages %}{{ m['content'] }")
+    r = lathe("prepare-data", work / "two.jsonl", "--tokenizer", tokenizer_file, "--out",
+              work / "bad-out4", "--chat", "--chat-template", broken, "--progress", "none", ok=False)
+    check(r.returncode != 0 and "broken.jinja" in r.stderr and "does not parse" in r.stderr,
+          f"a template that does not parse is named: {r.stderr.strip()[-200:]}")
+    # Preparing into the finished folder again with other data is refused; nothing there changes.
+    r = lathe("prepare-data", work / "bad.jsonl", "--tokenizer", tokenizer_file, "--out", prepared,
+              "--chat", "--progress", "none", ok=False)
+    after = {p.name: p.read_bytes() for p in prepared.iterdir()}
+    check(r.returncode != 0 and before == after, "a prepared folder is left as it was")
+
+
+def check_training(work, prepared, fast):
+    vocab = (len(fast) + 127) // 128 * 128
+    args = ["dataset.source=numpy", f"dataset.paths=[\"{prepared}\"]", f"model.vocab_size={vocab}",
+            "dataset.sequence_length=32"]
+    r = lathe("dataset", "tiny", *args)
+    check("with label masks" in r.stdout, f"the dataset reads the folder's masks: {r.stdout.strip()[:200]}")
+    r = lathe("train", "tiny", *args, "trainer.max_duration=2steps", "trainer.save_folder=" + str(work / "run"),
+              "data_loader.global_batch_size=64", "train_module.rank_microbatch_size=64",
+              "trainer.callbacks.checkpointer.enabled=false", ok=False)
+    check(r.returncode == 0, "training on the chat folder runs" + ("" if r.returncode == 0 else r.stderr[-800:]))
+    padded = work / "olmo2-padded"
+    r = lathe("dataset", "tiny", "dataset.source=numpy", f"dataset.paths=[\"{padded}\"]",
+              f"model.vocab_size={vocab}", "dataset.sequence_length=32", ok=False)
+    check(r.returncode != 0 and "dataset.sequence_length=64" in r.stderr,
+          f"padded instances need their length: {r.stderr.strip()[-200:]}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+        results = {name: check_template(name, work) for name in TEMPLATES}
+        prepared, fast, tokenizer_file = results["olmo2"]
+        check_errors(work, tokenizer_file, prepared)
+        check_training(work, prepared, fast)
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
+        sys.exit(1)
+    print("all chat checks passed")
+
+
+if __name__ == "__main__":
+    main()
