@@ -1,5 +1,6 @@
 // lathe-engine export, import and generate: models out to and in from Hugging Face, and text out
 // of a model.
+#include "engine/chat/template.h"
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/hf_convert.h"
 #include "engine/cli/cli.h"
@@ -365,6 +366,25 @@ TextCodec text_codec(const hf::ModelSource& source, const std::string& tokenizer
     return c;
 }
 
+// The chat template for generate --chat: --chat-template, else the tokenizer's folder's, else the
+// model folder's.
+chat::ChatTemplate chat_template_for(const std::string& option, const std::string& tokenizer_path,
+                                     const std::string& model_path) {
+    if (!option.empty()) return chat::ChatTemplate::load(option);
+    if (auto t = chat::ChatTemplate::beside_tokenizer(tokenizer_path)) return std::move(*t);
+    if (std::filesystem::is_directory(model_path)) {
+        const auto dir = std::filesystem::path(model_path);
+        if (std::filesystem::exists(dir / "chat_template.jinja") ||
+            std::filesystem::exists(dir / "tokenizer_config.json"))
+            return chat::ChatTemplate::load(model_path);
+    }
+    throw Error(model_path +
+                ": --chat, but no chat template is known for this model (none beside " +
+                tokenizer_path +
+                "); give --chat-template FILE (a .jinja file, a "
+                "tokenizer_config.json or the Hugging Face model folder it came from)");
+}
+
 // The model at `path` with its weights, on `device`.
 model::Transformer load_model(const hf::ModelSource& source, const TextCodec& codec,
                               const torch::Device& device) {
@@ -416,11 +436,11 @@ nlohmann::json generation_json(const model::Generation& g, const std::vector<int
 }  // namespace
 
 int cmd_generate(const Args& args) {
-    auto p = parse_args(
-        args,
-        {"--prompt", "--prompt-ids", "--tokenizer", "--max-new-tokens", "--temperature", "--top-k",
-         "--top-p", "--seed", "--stop", "--device", "--threads", "--max-context"},
-        {"--json", "--no-kv-cache", "--logits"});
+    auto p = parse_args(args,
+                        {"--prompt", "--prompt-ids", "--tokenizer", "--max-new-tokens",
+                         "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--device",
+                         "--threads", "--max-context", "--system", "--chat-template"},
+                        {"--json", "--no-kv-cache", "--logits", "--chat"});
     GenerateRequest r;
     if (const auto why = parse_generate(p, r); !why.empty()) {
         std::cerr << "lathe-engine generate: " << why
@@ -428,7 +448,7 @@ int cmd_generate(const Args& args) {
                      "--prompt-ids 1,2,3)... [--tokenizer FILE] [--max-new-tokens N] "
                      "[--max-context N] [--temperature T] [--top-k K] [--top-p P] [--seed S] "
                      "[--stop TEXT] [--device cpu|cuda] [--threads N] [--no-kv-cache] "
-                     "[--json [--logits]]\n";
+                     "[--json [--logits]] [--chat [--system TEXT] [--chat-template FILE]]\n";
         return kExitUsage;
     }
     auto& o = r.o;
@@ -444,6 +464,29 @@ int cmd_generate(const Args& args) {
                     "give --tokenizer FILE or --prompt-ids");
     if (!r.stops.empty() && !codec.has_text())
         throw Error(path + ": --stop needs a tokenizer to read the text; give --tokenizer FILE");
+    if (p.has("--chat")) {
+        // Each prompt is the user's message, rendered with the model's chat template and its
+        // generation prompt; the reply ends at the template's end-of-turn token.
+        if (!codec.tok)
+            throw Error(path + ": --chat needs the model's tokenizer; give --tokenizer FILE");
+        if (!r.prompts.empty()) throw Error("--chat takes --prompt TEXT, not --prompt-ids");
+        const auto tmpl =
+            chat_template_for(p.option("--chat-template"), codec.tokenizer_path, path);
+        const std::string system = p.option("--system");
+        for (auto& t : r.prompt_texts) {
+            nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+            if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+            messages.push_back({{"role", "user"}, {"content", t}});
+            t = tmpl.render(messages, true);
+        }
+        if (tmpl.special_tokens().contains("eos_token")) {
+            const auto ids =
+                codec.tok->encode(tmpl.special_tokens()["eos_token"].get<std::string>());
+            if (ids.size() == 1) o.stop_ids.push_back(ids[0]);
+        }
+    } else if (p.has("--system") || p.has("--chat-template")) {
+        throw Error("--system and --chat-template go with --chat");
+    }
     for (const auto& t : r.prompt_texts) r.prompts.push_back(codec.ids(t));
     if (!r.stops.empty()) {
         o.stop = [&r, &codec](std::size_t, const std::vector<int64_t>& ids) {

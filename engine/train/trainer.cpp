@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 
 namespace lathe::train {
@@ -686,9 +687,20 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
     }
     // The run's tokenizer travels with its checkpoints (generate, export).
     if (cfg_.dataset.tokenizer) {
-        if (tokenizer_file_.empty())
+        if (tokenizer_file_.empty()) {
             tokenizer_file_ = run_folder::read_text_file(*cfg_.dataset.tokenizer);
+            // The chat template and special tokens beside it (a Hugging Face model's folder), so
+            // `generate --chat` and exports find them in the checkpoint.
+            const auto tokenizer_dir = std::filesystem::path(*cfg_.dataset.tokenizer).parent_path();
+            for (const char* name : {"tokenizer_config.json", "chat_template.jinja"}) {
+                std::error_code ec;
+                if (std::filesystem::is_regular_file(tokenizer_dir / name, ec))
+                    tokenizer_companions_.emplace_back(
+                        name, run_folder::read_text_file((tokenizer_dir / name).string()));
+            }
+        }
         extra_files.emplace_back(tokenizer::canonical_file_name(tokenizer_file_), tokenizer_file_);
+        for (const auto& f : tokenizer_companions_) extra_files.push_back(f);
     }
     checkpointer_->save(dir, *this, ephemeral, async, extra_files,
                         [this, dir, async](double seconds) {

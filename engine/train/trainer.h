@@ -166,6 +166,8 @@ private:
     std::string save_folder_;
     std::string checkpoint_folder_;
     std::string tokenizer_file_;  ///< dataset.tokenizer's bytes, read at the first save
+    /// tokenizer_config.json and chat_template.jinja beside dataset.tokenizer, carried with it
+    std::vector<std::pair<std::string, std::string>> tokenizer_companions_;
     std::unique_ptr<checkpoint::Checkpointer> checkpointer_;
     std::unique_ptr<metrics::Bookkeeper> bookkeeper_;
 

@@ -278,16 +278,25 @@ def check_errors(work, tokenizer_file, prepared):
     check(r.returncode != 0 and before == after, "a prepared folder is left as it was")
 
 
-def check_training(work, prepared, fast):
+def check_training(work, prepared, fast, tokenizer_file):
     vocab = (len(fast) + 127) // 128 * 128
     args = ["dataset.source=numpy", f"dataset.paths=[\"{prepared}\"]", f"model.vocab_size={vocab}",
-            "dataset.sequence_length=32"]
+            "dataset.sequence_length=32", f"dataset.tokenizer={tokenizer_file}"]
     r = lathe("dataset", "tiny", *args)
     check("with label masks" in r.stdout, f"the dataset reads the folder's masks: {r.stdout.strip()[:200]}")
-    r = lathe("train", "tiny", *args, "trainer.max_duration=2steps", "trainer.save_folder=" + str(work / "run"),
-              "data_loader.global_batch_size=64", "train_module.rank_microbatch_size=64",
-              "trainer.callbacks.checkpointer.enabled=false", ok=False)
+    run = work / "run"
+    r = lathe("train", "tiny", *args, "trainer.max_duration=2steps", "trainer.save_folder=" + str(run),
+              "data_loader.global_batch_size=64", "train_module.rank_microbatch_size=64", ok=False)
     check(r.returncode == 0, "training on the chat folder runs" + ("" if r.returncode == 0 else r.stderr[-800:]))
+    # generate --chat on the run: the prompt is the user's message in the model's template (carried
+    # in the checkpoint with the tokenizer), ready for the reply.
+    r = lathe("generate", run, "--chat", "--system", "Be brief.", "--prompt", "how are you?",
+              "--max-new-tokens", "3", "--json")
+    got = json.loads(r.stdout.splitlines()[0])
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "how are you?"}]
+    want = fast(fast.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+                add_special_tokens=False)["input_ids"]
+    check(got["prompt_ids"] == want, f"generate --chat prompts as apply_chat_template does ({len(want)} tokens)")
     padded = work / "olmo2-padded"
     r = lathe("dataset", "tiny", "dataset.source=numpy", f"dataset.paths=[\"{padded}\"]",
               f"model.vocab_size={vocab}", "dataset.sequence_length=32", ok=False)
@@ -301,7 +310,7 @@ def main():
         results = {name: check_template(name, work) for name in TEMPLATES}
         prepared, fast, tokenizer_file = results["olmo2"]
         check_errors(work, tokenizer_file, prepared)
-        check_training(work, prepared, fast)
+        check_training(work, prepared, fast, tokenizer_file)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
         sys.exit(1)
