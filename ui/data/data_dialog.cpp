@@ -40,6 +40,24 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
     inputButtons->addWidget(remove);
     inputButtons->addStretch();
     inputsLayout->addLayout(inputButtons);
+    chat_ =
+        new QCheckBox(tr("Chat conversations: JSONL lines with \"messages\" (role and content), "
+                         "rendered with the model's chat template"),
+                      inputsBox);
+    chat_->setObjectName(QStringLiteral("dataChat"));
+    chat_->setToolTip(
+        tr("Label masks are written beside the token files, so the loss is taken on "
+           "the assistant's replies only. The template comes from the "
+           "tokenizer's folder (tokenizer_config.json or chat_template.jinja)."));
+    trainOnAll_ = new QCheckBox(tr("Train on every token, prompts included"), inputsBox);
+    trainOnAll_->setObjectName(QStringLiteral("dataTrainOnAll"));
+    trainOnAll_->setEnabled(false);
+    inputsLayout->addWidget(chat_);
+    inputsLayout->addWidget(trainOnAll_);
+    connect(chat_, &QCheckBox::toggled, this, [this](bool on) {
+        trainOnAll_->setEnabled(on);
+        updateButtons();
+    });
     layout->addWidget(inputsBox);
     connect(addFiles, &QPushButton::clicked, this,
             [this] { addInputs(QFileDialog::getOpenFileNames(this, tr("Text or JSONL files"))); });
@@ -156,6 +174,8 @@ PrepareRequest DataDialog::request() const {
     r.trainVocabSize = train_->isChecked() ? vocab_->value() : 0;
     r.trainType = type_->currentText();
     r.shardSize = shardSize_->currentText().trimmed();
+    r.chat = chat_->isChecked();
+    r.trainOnAll = r.chat && trainOnAll_->isChecked();
     return r;
 }
 

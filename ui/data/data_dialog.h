@@ -53,6 +53,8 @@ private:
     QListWidget* inputs_;
     QLineEdit* tokenizer_;
     QCheckBox* train_;
+    QCheckBox* chat_;
+    QCheckBox* trainOnAll_;
     QSpinBox* vocab_;
     QComboBox* type_;
     QLineEdit* out_;

@@ -25,6 +25,10 @@ QString PrepareRequest::problem() const {
         return QObject::tr("Choose a tokenizer file, or train a new one.");
     if (trainVocabSize <= 0 && !QFileInfo(tokenizer).isFile())
         return QObject::tr("The tokenizer %1 is not a file.").arg(tokenizer);
+    if (chat && trainVocabSize > 0)
+        return QObject::tr(
+            "Chat data needs the model's own tokenizer (its folder holds the chat "
+            "template), not a new one.");
     return {};
 }
 
@@ -43,8 +47,14 @@ QStringList PrepareRequest::prepareArguments() const {
     a << inputs;
     a << QStringLiteral("--tokenizer") << (trainVocabSize > 0 ? trainedTokenizerPath() : tokenizer)
       << QStringLiteral("--out") << outDir << QStringLiteral("--shard-size") << shardSize
-      << QStringLiteral("--field") << field << QStringLiteral("--progress")
-      << QStringLiteral("json");
+      << QStringLiteral("--progress") << QStringLiteral("json");
+    if (chat) {
+        a << QStringLiteral("--chat") << QStringLiteral("--train-on")
+          << (trainOnAll ? QStringLiteral("all") : QStringLiteral("assistant"));
+        if (field != QStringLiteral("text")) a << QStringLiteral("--field") << field;
+    } else {
+        a << QStringLiteral("--field") << field;
+    }
     if (threads > 0) a << QStringLiteral("--threads") << QString::number(threads);
     return a;
 }

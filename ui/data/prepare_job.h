@@ -27,6 +27,10 @@ struct PrepareRequest {
     QString trainType = QStringLiteral("bpe");  ///< "bpe" or "unigram"
     QString shardSize = QStringLiteral("1GB");
     QString field = QStringLiteral("text");
+    /// Chat conversations (JSONL "messages"), rendered with the tokenizer's chat template and
+    /// written with label masks: the assistant's turns only, or every token (trainOnAll).
+    bool chat = false;
+    bool trainOnAll = false;
     int threads = 0;  ///< 0: every core
 
     /// Where a trained tokenizer goes: <outDir>-tokenizer.model.

@@ -84,6 +84,20 @@ private Q_SLOTS:
                  (QStringList{QStringLiteral("tokenizer"), QStringLiteral("train"), text_}));
         QVERIFY(r.prepareArguments().contains(r.trainedTokenizerPath()));
         QVERIFY(r.prepareArguments().contains(QStringLiteral("json")));
+        QVERIFY(!r.prepareArguments().contains(QStringLiteral("--chat")));
+        // Chat data: the model's own tokenizer, --chat, assistant turns unless asked otherwise.
+        r.chat = true;
+        QVERIFY(r.problem().contains(QStringLiteral("own tokenizer")));
+        r.trainVocabSize = 0;
+        r.tokenizer = text_ + QStringLiteral("/doc00.txt");
+        QVERIFY(r.problem().isEmpty());
+        QVERIFY(r.prepareArguments().contains(QStringLiteral("--chat")));
+        QVERIFY(r.prepareArguments().contains(QStringLiteral("assistant")));
+        QVERIFY(!r.prepareArguments().contains(QStringLiteral("--field")));
+        r.trainOnAll = true;
+        QVERIFY(r.prepareArguments().contains(QStringLiteral("all")));
+        r.chat = false;
+        r.trainVocabSize = 500;
 
         PrepareJob job;
         job.readProgressLine(
