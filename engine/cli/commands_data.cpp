@@ -42,6 +42,12 @@ const char* kPrepareUsage =
     "--instances padded|packed: each document in instances of its own, or documents packed\n"
     "best-fit into instances, of --sequence-length tokens; the padding is masked out.\n";
 
+// --train-on assistant|all: whether every token is trained.
+bool train_on_all(const std::string& v) {
+    if (v != "assistant" && v != "all") throw Error("--train-on " + v + ": use assistant or all");
+    return v == "all";
+}
+
 std::atomic<bool> g_cancel{false};
 void on_stop_signal(int) {
     g_cancel.store(true);
@@ -164,12 +170,9 @@ int cmd_prepare_data(const Args& args) {
             chat = true;
         else if (a == "--chat-template")
             chat_options.template_path = value();
-        else if (a == "--train-on") {
-            const std::string v = value();
-            if (v != "assistant" && v != "all")
-                throw Error("--train-on " + v + ": use assistant or all");
-            chat_options.train_on_all = v == "all";
-        } else if (a == "--instances") {
+        else if (a == "--train-on")
+            chat_options.train_on_all = train_on_all(value());
+        else if (a == "--instances") {
             const std::string v = value();
             if (v == "stream")
                 o.instances = prepare::Instances::stream;
@@ -249,9 +252,8 @@ int cmd_chat(const Args& args) {
         "usage: lathe-engine chat FILE.jsonl --tokenizer FILE [--chat-template FILE]\n"
         "           [--field messages] [--train-on assistant|all] [--generation-prompt] [--text]\n"
         "Renders each line's conversation with the model's chat template and prints\n"
-        "{\"text\", \"ids\", \"mask\"} per line (mask 1: the loss is taken there), or with --text "
-        "the\n"
-        "rendered text alone (with --generation-prompt: ready for the assistant's reply).\n";
+        "{\"text\", \"ids\", \"mask\"} per line (mask 1: the loss is taken there), or with\n"
+        "--text the rendered text alone (--generation-prompt: ready for the assistant's reply).\n";
     std::string file, tokenizer_file, template_path, field = "messages";
     bool all = false, generation_prompt = false, text_only = false;
     for (std::size_t i = 0; i < args.size(); ++i) {
@@ -266,12 +268,9 @@ int cmd_chat(const Args& args) {
             template_path = value();
         else if (a == "--field")
             field = value();
-        else if (a == "--train-on") {
-            const std::string v = value();
-            if (v != "assistant" && v != "all")
-                throw Error("--train-on " + v + ": use assistant or all");
-            all = v == "all";
-        } else if (a == "--generation-prompt")
+        else if (a == "--train-on")
+            all = train_on_all(value());
+        else if (a == "--generation-prompt")
             generation_prompt = true;
         else if (a == "--text")
             text_only = true;

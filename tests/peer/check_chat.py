@@ -18,8 +18,6 @@ byte-level BPE tokenizer trained here on its special tokens and saved by transfo
     JSON) is refused naming the file and line, and a folder prepared before is left as it was.
 """
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,12 +26,11 @@ import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-ENGINE = sys.argv[1]
-HERE = Path(__file__).parent
-FAILURES = []
+sys.path.insert(0, str(Path(__file__).parent))
+# The check log, the engine runner and the Llama-3 split regex are check_tokenizers.py's.
+from check_tokenizers import FAILURES, LLAMA3, check, lathe  # noqa: E402
 
-LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+HERE = Path(__file__).parent
 
 # name -> (template file, special tokens, bos, eos, pad)
 TEMPLATES = {
@@ -61,22 +58,6 @@ CONVERSATIONS = [
      {"role": "user", "content": "Thanks"},
      {"role": "assistant", "content": "You're welcome!"}],
 ]
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
-
-
-def lathe(*args, ok=True):
-    r = subprocess.run([ENGINE, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True)
-    if ok and r.returncode != 0:
-        print(f"lathe-engine {' '.join(map(str, args))} failed:\n{r.stderr[-3000:]}",
-              file=sys.stderr)
-        sys.exit(2)
-    return r
 
 
 def make_tokenizer(name, work):
