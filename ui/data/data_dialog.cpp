@@ -1,9 +1,11 @@
 #include "ui/data/data_dialog.h"
+#include "ui/data/chat_preview.h"
 
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -13,6 +15,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QTextBrowser>
 #include <QVBoxLayout>
 
 namespace lathe::ui {
@@ -54,10 +57,17 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
     trainOnAll_->setEnabled(false);
     inputsLayout->addWidget(chat_);
     inputsLayout->addWidget(trainOnAll_);
+    // What the loss will see: the first conversation, trained tokens highlighted.
+    chatPreview_ = new QTextBrowser(inputsBox);
+    chatPreview_->setObjectName(QStringLiteral("dataChatPreview"));
+    chatPreview_->setVisible(false);
+    chatPreview_->setMinimumHeight(120);
+    inputsLayout->addWidget(chatPreview_);
     connect(chat_, &QCheckBox::toggled, this, [this](bool on) {
         trainOnAll_->setEnabled(on);
         updateButtons();
     });
+    connect(trainOnAll_, &QCheckBox::toggled, this, &DataDialog::updateButtons);
     layout->addWidget(inputsBox);
     connect(addFiles, &QPushButton::clicked, this,
             [this] { addInputs(QFileDialog::getOpenFileNames(this, tr("Text or JSONL files"))); });
@@ -217,7 +227,38 @@ QString DataDialog::statusText() const {
     return status_->text();
 }
 
+void DataDialog::setChat(bool chat, bool trainOnAll) {
+    chat_->setChecked(chat);
+    trainOnAll_->setChecked(trainOnAll);
+    updateButtons();
+}
+
+QString DataDialog::chatPreviewHtml() const {
+    return previewKey_.isEmpty() ? QString() : chatPreview_->toHtml();
+}
+
+void DataDialog::updateChatPreview() {
+    // The first JSONL file among the inputs, with the tokenizer's template; recomputed only when
+    // one of them changes (loading a large tokenizer takes a moment).
+    QString jsonl;
+    for (int i = 0; i < inputs_->count() && jsonl.isEmpty(); ++i) {
+        const QString in = inputs_->item(i)->text();
+        if (QFileInfo(in).isFile() && in.contains(QStringLiteral(".json"))) jsonl = in;
+    }
+    const QString tok = tokenizer_->text().trimmed();
+    const bool show = chat_->isChecked() && !jsonl.isEmpty() && QFileInfo(tok).isFile();
+    chatPreview_->setVisible(show);
+    const QString key = show ? tok + QLatin1Char('\n') + jsonl + QLatin1Char('\n') +
+                                   (trainOnAll_->isChecked() ? QStringLiteral("all") : QString())
+                             : QString();
+    if (key == previewKey_) return;
+    previewKey_ = key;
+    chatPreview_->setHtml(show ? ChatPreview::of(tok, jsonl, trainOnAll_->isChecked()).html()
+                               : QString());
+}
+
 void DataDialog::updateButtons() {
+    updateChatPreview();
     const bool running = job_->isRunning();
     tokenizer_->setEnabled(!running && !train_->isChecked());
     vocab_->setEnabled(!running && train_->isChecked());

@@ -16,6 +16,7 @@ class QListWidget;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QTextBrowser;
 
 namespace lathe::ui {
 
@@ -40,6 +41,10 @@ public:
     /// Starts preparing (the Prepare button); false when the fields are incomplete.
     bool prepare();
     QString statusText() const;
+    /// Chat data: ticks "Chat conversations" (and "Train on every token").
+    void setChat(bool chat, bool trainOnAll = false);
+    /// The chat preview's HTML ("" while chat is off or no JSONL file and tokenizer are given).
+    QString chatPreviewHtml() const;
 
 Q_SIGNALS:
     /// The preparation finished: set these config fields.
@@ -47,6 +52,7 @@ Q_SIGNALS:
 
 private:
     void updateButtons();
+    void updateChatPreview();
     void onFinished(bool ok);
 
     PrepareJob* job_;
@@ -55,6 +61,8 @@ private:
     QCheckBox* train_;
     QCheckBox* chat_;
     QCheckBox* trainOnAll_;
+    QTextBrowser* chatPreview_;
+    QString previewKey_;  ///< what the preview shows: tokenizer, file, train-on-all
     QSpinBox* vocab_;
     QComboBox* type_;
     QLineEdit* out_;

@@ -3,11 +3,15 @@
 // Cancel keeping the finished shards, and the main window training on the result.
 #include "tests/engine_runner.h"
 #include "ui/config/config_editor.h"
+#include "ui/data/chat_preview.h"
 #include "ui/data/data_dialog.h"
 #include "ui/main_window.h"
 
 #include <QAction>
 #include <QDir>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QProgressBar>
 #include <QRandomGenerator>
@@ -15,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+using lathe::ui::ChatPreview;
 using lathe::ui::DataDialog;
 using lathe::ui::MainWindow;
 using lathe::ui::PrepareJob;
@@ -47,6 +52,40 @@ void writeFile(const QString& path, const QString& text) {
     QFile f(path);
     QVERIFY(f.open(QIODevice::WriteOnly));
     f.write(text.toUtf8());
+}
+
+// A byte-level tokenizer.json (one token per byte, GPT-2's byte-to-character map, no merges) with
+// ChatML's two special tokens, and a tokenizer_config.json with a ChatML template, in `dir`.
+QString writeChatTokenizer(const QString& dir) {
+    QDir().mkpath(dir);
+    QList<int> bytes;
+    for (int b = '!'; b <= '~'; ++b) bytes << b;
+    for (int b = 0xA1; b <= 0xAC; ++b) bytes << b;
+    for (int b = 0xAE; b <= 0xFF; ++b) bytes << b;
+    QJsonObject vocab;
+    int extra = 0;
+    for (int b = 0; b < 256; ++b) {
+        const int code = bytes.contains(b) ? b : 256 + extra++;
+        vocab.insert(QString(QChar(code)), b);
+    }
+    const QJsonObject model{{"type", "BPE"}, {"vocab", vocab}, {"merges", QJsonArray()}};
+    QJsonArray added;
+    added.append(QJsonObject{{"id", 256}, {"content", "<|im_start|>"}, {"special", true}});
+    added.append(QJsonObject{{"id", 257}, {"content", "<|im_end|>"}, {"special", true}});
+    const QJsonObject tok{
+        {"model", model},
+        {"added_tokens", added},
+        {"pre_tokenizer", QJsonObject{{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+        {"decoder", QJsonObject{{"type", "ByteLevel"}}}};
+    writeFile(dir + "/tokenizer.json", QString::fromUtf8(QJsonDocument(tok).toJson()));
+    const QJsonObject config{
+        {"eos_token", "<|im_end|>"},
+        {"chat_template",
+         "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+         "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
+         "'<|im_start|>assistant\\n' }}{% endif %}"}};
+    writeFile(dir + "/tokenizer_config.json", QString::fromUtf8(QJsonDocument(config).toJson()));
+    return dir + "/tokenizer.json";
 }
 
 }  // namespace
@@ -114,6 +153,39 @@ private Q_SLOTS:
     }
 
     // From the window: prepare with a tokenizer trained on the text, then train on it.
+    void chatPreviewShowsWhatTheLossSees() {
+        const QString tok = writeChatTokenizer(root_.path() + "/chat-model");
+        const QString jsonl = root_.path() + "/chats.jsonl";
+        writeFile(jsonl,
+                  "\n{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}, "
+                  "{\"role\": \"assistant\", \"content\": \"Hi there\"}]}\n");
+        // Assistant turns only: "Hi there" (8 byte tokens), <|im_end|> and "\n" are trained; the
+        // user turn and the assistant header are context.
+        auto p = ChatPreview::of(tok, jsonl, false);
+        QVERIFY2(p.error.isEmpty(), qPrintable(p.error));
+        QCOMPARE(p.where, jsonl + ":2");
+        QCOMPARE(p.trainedTokens, 10);
+        QCOMPARE(p.runs.size(), 2);
+        QVERIFY(!p.runs[0].trained && p.runs[0].text.endsWith("<|im_start|>assistant\n"));
+        QVERIFY(p.runs[1].trained && p.runs[1].text == "Hi there<|im_end|>\n");
+        QCOMPARE(ChatPreview::of(tok, jsonl, true).trainedTokens, p.totalTokens);
+
+        DataDialog d;
+        d.addInputs({jsonl});
+        d.setTokenizerFile(tok);
+        QVERIFY(d.chatPreviewHtml().isEmpty());  // chat off: no preview
+        d.setChat(true);
+        QVERIFY2(d.chatPreviewHtml().contains("Hi there"), qPrintable(d.chatPreviewHtml()));
+        QVERIFY(d.chatPreviewHtml().contains(">10<"));
+        QVERIFY(d.request().prepareArguments().contains("--chat"));
+
+        // A line that is not a conversation: the preview says where and why.
+        writeFile(jsonl, "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}\n");
+        p = ChatPreview::of(tok, jsonl, false);
+        QVERIFY(p.error.contains(jsonl + ":1") && p.error.contains("unknown role"));
+        QVERIFY(p.html().contains("unknown role"));
+    }
+
     void prepareAndTrainFromTheWindow() {
         MainWindow w;
         w.setRunsRoot(root_.path() + "/runs");

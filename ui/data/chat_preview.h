@@ -1,0 +1,30 @@
+// The Data page's chat preview: one conversation of a chat JSONL file rendered with the model's
+// chat template and tokenized as prepare-data --chat would, in runs of tokens the loss sees
+// (trained) or not (masked), and as HTML with the masked runs dimmed and the trained ones
+// highlighted. Torch-free: lathe_chat and lathe_tokenizer, no engine process.
+#pragma once
+
+#include <QString>
+#include <QVector>
+
+namespace lathe::ui {
+
+struct ChatPreview {
+    struct Run {
+        QString text;
+        bool trained = false;
+        int tokens = 0;
+    };
+    QVector<Run> runs;
+    int trainedTokens = 0, totalTokens = 0;
+    QString where;  ///< file:line of the conversation shown
+    QString error;  ///< why there is nothing to show ("" when there is)
+
+    /// The first conversation of `jsonl` (the first non-blank line) with the tokenizer file's
+    /// template. Errors (no template, a bad line, a template that raises) land in `error`.
+    static ChatPreview of(const QString& tokenizerFile, const QString& jsonl, bool trainOnAll);
+    /// Masked runs grey, trained runs bold on a highlight, whitespace kept; or the error.
+    QString html() const;
+};
+
+}  // namespace lathe::ui
