@@ -12,7 +12,8 @@ byte-level BPE tokenizer trained here on its special tokens and saved by transfo
     to it with the generation prompt to the end of the conversation rendered up to and including
     it, on token boundaries), and 1 everywhere with --train-on all;
   - `lathe-engine prepare-data --chat` writes those ids (EOS after each conversation that does
-    not end with it, not trained) and masks, back to back, padded and packed;
+    not end with it, not trained) and masks, back to back, padded and packed, and OLMo-core's
+    NumpyFSLDataset with label_mask_paths reads the padded folder's instances and masks as written;
   - training reads the masks from the folder (`lathe-engine dataset` reports them) and runs;
   - bad data (no assistant turn, an unknown role, a template that raises, a line that is not
     JSON) is refused naming the file and line, and a folder prepared before is left as it was.
@@ -189,6 +190,19 @@ def check_template(name, work):
             rows_mask.append(pm + [0] * (seq - len(pm)))
     check(t.tolist() == rows_ids and k.tolist() == rows_mask,
           f"{name}: padded instances ({len(rows_ids)} of {seq})")
+    # OLMo-core reads the folder as it is: NumpyFSLDataset with label_mask_paths gives the same
+    # instances and label masks.
+    from olmo_core.data import NumpyFSLDataset
+    ds = NumpyFSLDataset(*[padded / sh["file"] for sh in m["shards"]], sequence_length=seq,
+                         pad_token_id=pad, eos_token_id=eos,
+                         vocab_size=m["tokenizer"]["padded_vocab_size"], dtype=np.uint16,
+                         label_mask_paths=[padded / sh["label_mask"] for sh in m["shards"]])
+    ds.work_dir = work / f"{name}-olmo-work"
+    ds.prepare()
+    theirs = [(ds[i]["input_ids"].tolist(), ds[i]["label_mask"].int().tolist()) for i in range(len(ds))]
+    check(theirs == list(zip(rows_ids, rows_mask)),
+          f"{name}: OLMo-core's NumpyFSLDataset reads the padded folder's {len(theirs)} instances "
+          f"and label masks as written")
 
     packed = work / f"{name}-packed"
     lathe("prepare-data", data, "--tokenizer", tokenizer_file, "--out", packed, "--chat",
