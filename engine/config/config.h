@@ -259,6 +259,8 @@ struct DatasetConfig {
     int64_t builtin_tokens = 2000000;
     int64_t builtin_seed = 1234;
     double validation_fraction = 0.0;
+    bool generate_doc_lengths = false;
+    std::optional<int64_t> eos_token_id;
 
     std::optional<std::string> tokenizer;
 
@@ -308,6 +310,15 @@ struct DatasetConfig {
         v.field("validation_fraction", validation_fraction,
                 {"Share of instances held out for evaluation (lm_evaluator); 0 trains on all.",
                  Bounds::between(0.0, 0.5)});
+        v.field("generate_doc_lengths", generate_doc_lengths,
+                {"Document masking (OLMo-core's generate_doc_lengths): attention does not cross "
+                 "the documents packed into an instance, each ending at its EOS token "
+                 "(dataset.eos_token_id).",
+                 {}});
+        v.field("eos_token_id", eos_token_id,
+                {"The token that ends a document, for generate_doc_lengths. Null: the eos_id of "
+                 "the prepare-data folders in dataset.paths, else dataset.tokenizer's EOS.",
+                 Bounds::at_least(0)});
     }
 };
 

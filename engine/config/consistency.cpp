@@ -204,6 +204,18 @@ void check_data(const ExperimentConfig& c, const Add& add) {
                     std::to_string(c.dataset.paths.size()) +
                     " token file(s) in dataset.paths: give one per token file, in the same order");
     }
+    // Document masking: the token that ends a document must be known and in the vocabulary.
+    if (c.dataset.eos_token_id && *c.dataset.eos_token_id >= m.vocab_size)
+        add("dataset.eos_token_id", std::to_string(*c.dataset.eos_token_id) +
+                                        " is outside the vocabulary (model.vocab_size = " +
+                                        std::to_string(m.vocab_size) + ")");
+    if (c.dataset.generate_doc_lengths && !c.dataset.eos_token_id &&
+        c.dataset.source != DataSource::numpy)
+        add("dataset.eos_token_id",
+            "dataset.generate_doc_lengths needs the token that ends a document, and the " +
+                enum_to_string(c.dataset.source) +
+                " source's tokens are bytes with no EOS of their own: set it (10 ends documents "
+                "at newlines)");
     if (c.dataset.source == DataSource::numpy && c.dataset.token_dtype == TokenDType::uint16 &&
         m.vocab_size > 65536) {
         add("dataset.token_dtype",

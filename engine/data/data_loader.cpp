@@ -64,6 +64,7 @@ Batch DataLoader::make_batch(int64_t b) const {
         if (masked) dataset_->instance_mask(idx, batch.label_mask.data_ptr<bool>() + r * seq);
         batch.index.push_back(idx);
     }
+    if (auto eos = dataset_->doc_eos_id()) batch.doc_ids = document_ids(batch.input_ids, *eos);
     return batch;
 }
 

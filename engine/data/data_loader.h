@@ -28,6 +28,9 @@ struct Batch {
     /// (rank instances, seq_len) bool, true where the token is trained on; undefined without
     /// dataset.label_mask_paths.
     torch::Tensor label_mask;
+    /// (rank instances, seq_len) int64, each token's document (document_ids) under
+    /// dataset.generate_doc_lengths; undefined without.
+    torch::Tensor doc_ids;
 };
 
 class DataLoader : public checkpoint::Stateful {

@@ -230,7 +230,8 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std
 // The shards of a prepare-data folder (dataset.paths[i]), in the manifest's order and dtype,
 // after checking its tokenizer against dataset.tokenizer and model.vocab_size.
 std::vector<std::tuple<std::string, int, std::string, std::string>> manifest_files(
-    const config::DatasetConfig& cfg, std::size_t i, int64_t vocab_size) {
+    const config::DatasetConfig& cfg, std::size_t i, int64_t vocab_size,
+    std::vector<std::pair<int64_t, std::string>>& eos_ids) {
     const std::string where = "dataset.paths[" + std::to_string(i) + "]: " + cfg.paths[i];
     prepare::Manifest m;
     try {
@@ -257,13 +258,44 @@ std::vector<std::tuple<std::string, int, std::string, std::string>> manifest_fil
                     " tokens, but dataset.sequence_length is " +
                     std::to_string(cfg.sequence_length) +
                     "; set dataset.sequence_length=" + std::to_string(m.instance_length));
+    eos_ids.emplace_back(m.eos_id, cfg.paths[i]);
     std::vector<std::tuple<std::string, int, std::string, std::string>> out;
     for (const auto& s : m.shards)
         out.emplace_back(m.shard_path(s), m.element_size(), m.dtype, m.mask_path(s));
     return out;
 }
 
+// Document masking's EOS id: dataset.eos_token_id, else the prepared folders' (which must agree),
+// else dataset.tokenizer's.
+int64_t resolve_doc_eos(const config::DatasetConfig& cfg,
+                        const std::vector<std::pair<int64_t, std::string>>& manifest_eos) {
+    if (cfg.eos_token_id) return *cfg.eos_token_id;
+    if (!manifest_eos.empty()) {
+        for (const auto& [id, folder] : manifest_eos)
+            if (id != manifest_eos.front().first)
+                throw Error("dataset.generate_doc_lengths: " + manifest_eos.front().second +
+                            " ends documents with token " +
+                            std::to_string(manifest_eos.front().first) + " but " + folder +
+                            " with " + std::to_string(id) + "; set dataset.eos_token_id");
+        return manifest_eos.front().first;
+    }
+    if (cfg.tokenizer) {
+        if (auto eos = tokenizer::load_tokenizer(*cfg.tokenizer)->eos_id()) return *eos;
+        throw Error("dataset.generate_doc_lengths: dataset.tokenizer " + *cfg.tokenizer +
+                    " has no EOS token; set dataset.eos_token_id");
+    }
+    throw Error(
+        "dataset.generate_doc_lengths: no token ends a document: dataset.paths holds no "
+        "prepare-data folder (whose manifest names its eos_id) and dataset.tokenizer is null; "
+        "set dataset.eos_token_id");
+}
+
 }  // namespace
+
+torch::Tensor document_ids(const torch::Tensor& input_ids, int64_t eos_id) {
+    auto eos = input_ids.eq(eos_id).to(torch::kInt64);
+    return eos.cumsum(1) - eos;  // the EOS itself belongs to the document it ends
+}
 
 void TokenDataset::add_label_masks(TokenDataset& ds, const config::DatasetConfig& cfg,
                                    std::size_t num_files, std::ostringstream& fp) {
@@ -340,13 +372,15 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
         // (path, element size, the manifest's dtype and label mask when a prepare-data folder
         // gave them)
         std::vector<std::tuple<std::string, int, std::string, std::string>> files;
+        std::vector<std::pair<int64_t, std::string>> manifest_eos;
         const int element = cfg.source == config::DataSource::text
                                 ? 1
                                 : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
         for (std::size_t i = 0; i < cfg.paths.size(); ++i) {
             const std::string& p = cfg.paths[i];
             if (cfg.source == config::DataSource::numpy && prepare::has_manifest(p)) {
-                for (auto& f : manifest_files(cfg, i, vocab_size)) files.push_back(std::move(f));
+                for (auto& f : manifest_files(cfg, i, vocab_size, manifest_eos))
+                    files.push_back(std::move(f));
                 continue;
             }
             for (auto& f : expand_paths({p}, i)) files.emplace_back(std::move(f), element, "", "");
@@ -371,7 +405,22 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
                            " file(s)" + (ds->masks_.empty() ? "" : " with label masks");
         if (cfg.source == config::DataSource::numpy)
             fp << ";dtype=" << config::enum_to_string(cfg.token_dtype);
+        if (cfg.generate_doc_lengths) ds->doc_eos_ = resolve_doc_eos(cfg, manifest_eos);
     }
+    if (cfg.generate_doc_lengths && !ds->doc_eos_) {
+        if (!cfg.eos_token_id)
+            throw Error(
+                "dataset.eos_token_id: dataset.generate_doc_lengths needs the token that "
+                "ends a document, and the built-in corpus has none of its own; set it "
+                "(10 ends documents at newlines)");
+        ds->doc_eos_ = cfg.eos_token_id;
+    }
+    if (ds->doc_eos_ && *ds->doc_eos_ >= vocab_size)
+        throw Error("dataset.eos_token_id: " + std::to_string(*ds->doc_eos_) +
+                    " is outside the vocabulary (model.vocab_size = " + std::to_string(vocab_size) +
+                    ")");
+    if (ds->doc_eos_)
+        ds->description_ += ", documents masked at token " + std::to_string(*ds->doc_eos_);
     for (int32_t f = 0; f < static_cast<int32_t>(ds->files_.size()); ++f) {
         int64_t n = ds->files_[static_cast<std::size_t>(f)]->size() / ds->seq_len_;
         for (int64_t i = 0; i < n; ++i) ds->starts_.emplace_back(f, i * ds->seq_len_);

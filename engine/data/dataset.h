@@ -2,14 +2,18 @@
 // of token files; file f contributes floor(tokens_f / sequence_length) instances, which never cross
 // files. Sources: the built-in corpus, UTF-8 text files or folders (bytes as tokens), and raw
 // little-endian uint16/uint32 token files, optionally with OLMo-core's label masks beside them (one
-// byte per token; 0 keeps the token out of the loss).
+// byte per token; 0 keeps the token out of the loss). With document masking, batches carry each
+// token's document (document_ids), cut at the EOS token.
 #pragma once
 
 #include "engine/config/config.h"
 #include "engine/util/hash.h"
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -71,6 +75,9 @@ public:
     bool has_label_mask() const { return !masks_.empty(); }
     /// Writes instance i's label mask into out: true where the token is trained on.
     void instance_mask(int64_t i, bool* out) const;
+    /// Document masking (dataset.generate_doc_lengths): the token that ends a document; nullopt
+    /// when masking is off.
+    std::optional<int64_t> doc_eos_id() const { return doc_eos_; }
     /// Identifies the data and how it is cut: source, files (name and size), sequence length.
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& description() const { return description_; }
@@ -90,6 +97,7 @@ private:
         std::ostringstream& fp);
     int64_t seq_len_ = 0;
     int64_t vocab_size_ = 0;
+    std::optional<int64_t> doc_eos_;
     int64_t total_tokens_ = 0;
     std::vector<std::shared_ptr<TokenArray>> files_;
     std::vector<std::shared_ptr<TokenArray>> masks_;   // parallel to files_; empty without masks
@@ -106,6 +114,12 @@ struct DataSplit {
 };
 DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size,
                       const std::string& range_cache = {});
+
+/// The document of every token of `input_ids` (B, T): 0 for the tokens up to and including the
+/// first `eos_id`, 1 up to the next, and so on, per row. A document ends with its EOS token, as
+/// OLMo-core's get_document_lengths cuts them; equal ids mark the tokens that may attend to each
+/// other under document masking.
+torch::Tensor document_ids(const torch::Tensor& input_ids, int64_t eos_id);
 
 /// 64-bit FNV-1a, hex; used for fingerprints (engine/util/hash.h).
 using lathe::fnv1a_hex;

@@ -126,13 +126,19 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 }  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tensor& q,
-                                                               const torch::Tensor& k) {
-    const int64_t T = q.size(1);
+                                                               const torch::Tensor& k,
+                                                               const torch::Tensor& positions) {
+    const int64_t B = q.size(0), T = q.size(1);
     auto [cos, sin] = tables(T, q.device());
-    if (fused && q.is_cuda() && fused_rope_available(q.device()))
+    if (positions.defined()) {  // per-row positions: gathered tables, the reference ops
+        cos = cos.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim_});
+        sin = sin.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim_});
+    } else if (fused && q.is_cuda() && fused_rope_available(q.device())) {
         return {fused_rope(q, cos, sin), fused_rope(k, cos, sin)};
-    cos = cos.view({1, T, 1, head_dim_});
-    sin = sin.view({1, T, 1, head_dim_});
+    } else {
+        cos = cos.view({1, T, 1, head_dim_});
+        sin = sin.view({1, T, 1, head_dim_});
+    }
     auto qf = q.to(torch::kFloat32), kf = k.to(torch::kFloat32);
     auto q_out = qf * cos + rotate_half(qf) * sin;
     auto k_out = kf * cos + rotate_half(kf) * sin;
@@ -188,8 +194,36 @@ torch::Tensor AttentionImpl::output(const torch::Tensor& att) {
     return tp ? reduce_from_tp(out, *tp) : out;
 }
 
+torch::Tensor document_causal_mask(const torch::Tensor& doc_ids) {
+    const int64_t T = doc_ids.size(1);
+    auto causal =
+        torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(doc_ids.device()))
+            .tril();
+    return (doc_ids.unsqueeze(2) == doc_ids.unsqueeze(1)).logical_and_(causal).unsqueeze(1);
+}
+
+torch::Tensor document_positions(const torch::Tensor& doc_ids) {
+    const int64_t T = doc_ids.size(1);
+    auto index = torch::arange(T, doc_ids.options()).expand_as(doc_ids);
+    auto first = torch::ones_like(doc_ids, torch::kBool);  // a document's first token
+    first.narrow(1, 1, T - 1).copy_(doc_ids.narrow(1, 1, T - 1) != doc_ids.narrow(1, 0, T - 1));
+    auto start = std::get<0>(torch::where(first, index, torch::zeros_like(index)).cummax(1));
+    return index - start;
+}
+
+const torch::Tensor& DocumentContext::causal_mask() {
+    if (!mask_.defined()) mask_ = document_causal_mask(doc_ids);
+    return mask_;
+}
+
+const torch::Tensor& DocumentContext::positions() {
+    if (!positions_.defined()) positions_ = document_positions(doc_ids);
+    return positions_;
+}
+
 torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& v, int64_t window, bool gqa) {
+                                 const torch::Tensor& v, int64_t window, bool gqa,
+                                 const torch::Tensor& doc_ids) {
     const int64_t T = q.size(2);
     const int64_t block = std::max<int64_t>(window, 32);
     const auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
@@ -200,6 +234,11 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
         auto qi = torch::arange(s, e, opts).view({-1, 1});
         auto kj = torch::arange(k0, e, opts).view({1, -1});
         auto mask = (kj <= qi) & (kj > qi - window);
+        if (doc_ids.defined())  // (B, 1, queries, keys): the window, within the document
+            mask = (doc_ids.narrow(1, s, e - s).unsqueeze(2) ==
+                    doc_ids.narrow(1, k0, e - k0).unsqueeze(1))
+                       .logical_and_(mask)
+                       .unsqueeze(1);
         parts.push_back(at::scaled_dot_product_attention(
             q.narrow(2, s, e - s), k.narrow(2, k0, e - k0), v.narrow(2, k0, e - k0), mask, 0.0,
             /*is_causal=*/false, std::nullopt, gqa));
@@ -209,12 +248,18 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& input) {
     const auto x = tp ? copy_to_tp(input, *tp) : input;
-    auto [q, k, v] = qkv(x, [this](const torch::Tensor& q_, const torch::Tensor& k_) {
-        return rope->apply(q_, k_);
+    const bool masked = documents && documents->doc_ids.defined();
+    auto [q, k, v] = qkv(x, [&](const torch::Tensor& q_, const torch::Tensor& k_) {
+        return rope->apply(q_, k_, masked ? documents->positions() : torch::Tensor());
     });
     const int64_t T = q.size(2);
     const bool gqa = n_kv_heads != n_heads;
-    if (window > 0 && window < T) return output(windowed_attention(q, k, v, window, gqa));
+    if (window > 0 && window < T)
+        return output(windowed_attention(q, k, v, window, gqa,
+                                         masked ? documents->doc_ids : torch::Tensor()));
+    if (masked)  // document masking: SDPA with the (B, 1, T, T) mask
+        return output(at::scaled_dot_product_attention(q, k, v, documents->causal_mask(), 0.0,
+                                                       /*is_causal=*/false, std::nullopt, gqa));
     return output(at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                    /*is_causal=*/true, /*scale=*/std::nullopt,
                                                    /*enable_gqa=*/gqa));
@@ -300,7 +345,11 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
     rope->fused = c.fused.rope;
     embeddings = register_module("embeddings", torch::nn::Embedding(c.vocab_size, c.d_model));
     blocks = register_module("blocks", torch::nn::ModuleList());
-    for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Block(c, rope, i));
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+        Block b(c, rope, i);
+        b->attention->documents = documents;
+        blocks->push_back(b);
+    }
     lm_head_norm = register_module("lm_head_norm", RMSNorm(c.d_model, c.layer_norm_eps));
     if (!c.tie_word_embeddings)
         lm_head = register_module(
@@ -406,7 +455,11 @@ std::vector<std::pair<std::string, torch::Tensor*>> TransformerImpl::unit_parame
     return out;
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) {
+torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids,
+                                       const torch::Tensor& doc_ids) {
+    // Every forward sets the document context: masked now, or plain causal (generation, eval).
+    documents->doc_ids = doc_ids;
+    documents->mask_ = documents->positions_ = torch::Tensor();
     torch::Tensor h = input_ids;
     for (int64_t u = 0; u < num_units(); ++u) h = unit_runner ? unit_runner(u, h) : run_unit(u, h);
     return h;
@@ -415,8 +468,8 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) {
 LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
                                          const torch::Tensor& labels, double div_factor,
                                          std::optional<double> z_loss_multiplier,
-                                         int64_t ignore_index) {
-    auto logits = forward(input_ids).to(torch::kFloat32);
+                                         int64_t ignore_index, const torch::Tensor& doc_ids) {
+    auto logits = forward(input_ids, doc_ids).to(torch::kFloat32);
     auto flat = logits.view({-1, logits.size(-1)});
     auto flat_labels = labels.reshape({-1});
     if (tp.active() && loss_parallel) {

@@ -43,8 +43,10 @@ public:
     /// The head_dim / 2 inverse frequencies (scaled), in double precision.
     const std::vector<double>& inv_freq() const { return inv_freq_; }
     double attention_factor() const { return attention_factor_; }
-    /// Rotates q and k of shape (B, T, H, D); positions 0..T-1.
-    std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k);
+    /// Rotates q and k of shape (B, T, H, D); positions 0..T-1, or `positions` (B, T) (each
+    /// token's place in its document, under document masking).
+    std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& positions = {});
     /// cos and sin tables of shape (T, D), fp32.
     std::pair<torch::Tensor, torch::Tensor> tables(int64_t seq_len, const torch::Device& device);
     /// model.fused.rope: apply() through fused_rope on CUDA (when its kernel is compiled in).
@@ -55,6 +57,25 @@ private:
     std::vector<double> inv_freq_;
     double attention_factor_ = 1.0;
     torch::Tensor cos_, sin_;  // cached for the longest sequence seen
+};
+
+/// Document masking for the forward pass under way (dataset.generate_doc_lengths): each token's
+/// document, (B, T) int64 on the model's device, with which attention keeps to the documents packed
+/// into a row and RoPE counts positions from each document's start, as OLMo-core's intra-document
+/// masking does (flash varlen attention, RoPE by cu_doc_lens). The model sets it at every forward;
+/// its layers share it, and activation checkpointing's recomputation in backward reads the same.
+/// Undefined: plain causal attention.
+struct DocumentContext {
+    torch::Tensor doc_ids;
+    /// The (B, 1, T, T) mask of causal attention within documents, made on first use and shared by
+    /// every full-attention layer (so that autograd keeps one copy).
+    const torch::Tensor& causal_mask();
+    /// (B, T): each token's position in its document.
+    const torch::Tensor& positions();
+
+private:
+    torch::Tensor mask_, positions_;
+    friend struct TransformerImpl;
 };
 
 struct AttentionImpl : torch::nn::Module {
@@ -77,15 +98,26 @@ struct AttentionImpl : torch::nn::Module {
     int64_t n_heads, n_kv_heads, head_dim;  ///< heads on this rank (a slice under TP)
     std::shared_ptr<RotaryEmbedding> rope;
     const dist::Group* tp = nullptr;  ///< tensor parallelism: sum w_out's partial results
+    /// The model's document masking (null outside a Transformer: plain causal attention).
+    std::shared_ptr<DocumentContext> documents;
 };
 TORCH_MODULE(Attention);
 
 /// Causal attention with a sliding window over q, k, v (B, H, T, D), a block of queries at a time:
 /// the queries [s, s + block) see only the keys [s - window + 1, s + block), so the scores take
 /// T * (block + window) work and memory instead of T^2 (block = max(window, 32)). The softmax of
-/// each query runs over the same keys as with a whole (T, T) mask.
+/// each query runs over the same keys as with a whole (T, T) mask. With `doc_ids` (B, T), a query
+/// sees only the keys of its own document as well (document masking).
 torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& v, int64_t window, bool gqa);
+                                 const torch::Tensor& v, int64_t window, bool gqa,
+                                 const torch::Tensor& doc_ids = {});
+
+/// Causal attention within documents: query i sees key j <= i when doc_ids[i] == doc_ids[j]; the
+/// (B, T, T) mask as SDPA takes it, (B, 1, T, T).
+torch::Tensor document_causal_mask(const torch::Tensor& doc_ids);
+/// Each token's position in its document (doc_ids (B, T) non-decreasing along T): 0 at every
+/// document's first token.
+torch::Tensor document_positions(const torch::Tensor& doc_ids);
 
 /// SwiGLU: w2(silu(w1(x)) * w3(x)).
 struct FeedForwardImpl : torch::nn::Module {
@@ -132,8 +164,9 @@ struct LossOutput {
 struct TransformerImpl : torch::nn::Module {
     explicit TransformerImpl(const config::ModelConfig& c);
 
-    /// Logits of shape (B, T, vocab).
-    torch::Tensor forward(const torch::Tensor& input_ids);
+    /// Logits of shape (B, T, vocab). With `doc_ids` (B, T) (data::document_ids), attention does
+    /// not cross documents (dataset.generate_doc_lengths).
+    torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& doc_ids = {});
 
     /// The model as a sequence of units: 0 = embeddings, 1..n_layers = blocks, n_layers + 1 =
     /// final norm and LM head. run_unit() applies one; FSDP wraps each unit through `unit_runner`.
@@ -153,7 +186,7 @@ struct TransformerImpl : torch::nn::Module {
     /// div_factor) and optional z-loss (multiplier * logsumexp(logits)^2, same reduction).
     LossOutput forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels,
                             double div_factor, std::optional<double> z_loss_multiplier,
-                            int64_t ignore_index = -100);
+                            int64_t ignore_index = -100, const torch::Tensor& doc_ids = {});
 
     /// Truncated-normal init (std init_std, cut at +-3 std) from init_seed, in OLMo-core's order:
     /// embeddings; per block w_q, w_k, w_v, w_out, w1, w3, w2; then the LM head unless tied. Norm
@@ -176,6 +209,7 @@ struct TransformerImpl : torch::nn::Module {
 
     config::ModelConfig cfg;
     std::shared_ptr<RotaryEmbedding> rope;
+    std::shared_ptr<DocumentContext> documents = std::make_shared<DocumentContext>();
     // Counted once at construction: FSDP later moves the parameters out of the modules.
     int64_t num_params_ = 0, flops_fixed_ = 0, flops_per_seq_ = 0;
     torch::nn::Embedding embeddings{nullptr};

@@ -215,6 +215,10 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
         static_cast<double>((host_labels != cfg_.label_ignore_index).sum().item<int64_t>());
     auto input_ids = host_ids.to(env_.device(), /*non_blocking=*/true);
     auto labels = host_labels.to(env_.device(), /*non_blocking=*/true);
+    // Document masking (dataset.generate_doc_lengths): each token's document.
+    const auto doc_ids = batch.doc_ids.defined()
+                             ? batch.doc_ids.to(env_.device(), /*non_blocking=*/true)
+                             : torch::Tensor();
     trainer_->record_metric("train/masked labels (%)",
                             1.0 - num_loss_tokens / static_cast<double>(labels.numel()),
                             ReduceType::mean);
@@ -236,9 +240,10 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
                                  *cfg_.autocast_precision == config::DType::bfloat16 ? at::kBFloat16
                                                                                      : at::kFloat);
             }
-            out = model_->forward_loss(input_ids.narrow(0, start, len),
-                                       labels.narrow(0, start, len), num_loss_tokens,
-                                       cfg_.z_loss_multiplier, cfg_.label_ignore_index);
+            out = model_->forward_loss(
+                input_ids.narrow(0, start, len), labels.narrow(0, start, len), num_loss_tokens,
+                cfg_.z_loss_multiplier, cfg_.label_ignore_index,
+                doc_ids.defined() ? doc_ids.narrow(0, start, len) : torch::Tensor());
         }
         dp_->before_backward(m == n_micro - 1);
         // Fault injection for tests: NaN gradients (the logged loss stays finite).
@@ -361,7 +366,9 @@ std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch&
     auto input_ids = batch.input_ids.to(env_.device());
     auto labels = shifted_labels(batch, cfg_.label_ignore_index).to(env_.device());
     int64_t n = (labels != cfg_.label_ignore_index).sum().item<int64_t>();
-    auto out = model_->forward_loss(input_ids, labels, 1.0, std::nullopt, cfg_.label_ignore_index);
+    auto out = model_->forward_loss(
+        input_ids, labels, 1.0, std::nullopt, cfg_.label_ignore_index,
+        batch.doc_ids.defined() ? batch.doc_ids.to(env_.device()) : torch::Tensor());
     model_->train();
     return {out.ce_loss.item<double>(), n};
 }

@@ -154,6 +154,55 @@ private Q_SLOTS:
         QVERIFY(named);
     }
 
+    // dataset.generate_doc_lengths: each token's document, cut after the EOS token as OLMo-core's
+    // get_document_lengths cuts them; batches carry it; the EOS id comes from the config, else is
+    // refused by name when nothing gives it.
+    void documentIds() {
+        const auto ids = torch::tensor({{5, 2, 7, 2, 2, 9}, {2, 4, 4, 4, 4, 4}}, torch::kInt64);
+        const auto docs = data::document_ids(ids, 2);
+        QVERIFY(torch::equal(
+            docs, torch::tensor({{0, 0, 1, 1, 2, 3}, {0, 1, 1, 1, 1, 1}}, torch::kInt64)));
+        // Document lengths from the ids, as get_document_lengths gives them: [2, 2, 1, 1].
+        const auto counts = std::get<2>(torch::unique_consecutive(docs[0], false, true));
+        QVERIFY(torch::equal(counts, torch::tensor({2, 2, 1, 1}, torch::kInt64)));
+
+        config::DatasetConfig d;
+        d.builtin_tokens = 64 * 20;
+        d.generate_doc_lengths = true;
+        QVERIFY_THROWS_EXCEPTION(std::exception, data::TokenDataset::build(d, 256));
+        try {
+            data::TokenDataset::build(d, 256);
+        } catch (const std::exception& e) {
+            QVERIFY2(std::string(e.what()).find("dataset.eos_token_id") != std::string::npos,
+                     e.what());
+        }
+        d.eos_token_id = 300;
+        QVERIFY_THROWS_EXCEPTION(std::exception, data::TokenDataset::build(d, 256));
+        d.eos_token_id = int64_t(' ');
+        const auto ds = data::TokenDataset::build(d, 256);
+        QCOMPARE(ds->doc_eos_id().value_or(-1), int64_t(' '));
+        config::DataLoaderConfig c;
+        c.global_batch_size = 64 * 4;
+        data::DataLoader loader(ds, c, 0, 1);
+        loader.reshuffle(1);
+        const auto b = loader.next();
+        QVERIFY(b && b->doc_ids.defined());
+        QVERIFY(torch::equal(b->doc_ids, data::document_ids(b->input_ids, ' ')));
+        QVERIFY(b->doc_ids.max().item<int64_t>() > 0);  // words: several documents per row
+        // Off: no document ids.
+        d.generate_doc_lengths = false;
+        data::DataLoader plain(data::TokenDataset::build(d, 256), c, 0, 1);
+        plain.reshuffle(1);
+        QVERIFY(!plain.next()->doc_ids.defined());
+        // The config check names the field for a bytes source without an EOS id.
+        config::ExperimentConfig e;
+        e.dataset.generate_doc_lengths = true;
+        bool named = false;
+        for (const auto& issue : config::check_consistency(e))
+            named = named || issue.path == "dataset.eos_token_id";
+        QVERIFY(named);
+    }
+
     void shuffledOrderIsNumpys() {
         // The loader's epoch order is numpy's permutation for seed + epoch (checked against numpy
         // itself by the peer test check_numpy_order), and the unshuffled order is the identity.

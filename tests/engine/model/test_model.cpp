@@ -574,6 +574,110 @@ private Q_SLOTS:
         }
     }
 
+    // dataset.generate_doc_lengths: a row of packed documents, with document masking, gives each
+    // document the logits, loss and gradients of running it alone (RoPE is relative, so the offset
+    // in the row changes nothing), with a sliding window, grouped-query heads and activation
+    // checkpointing too; without the mask the documents see each other.
+    void documentMaskingMatchesDocumentsOneAtATime_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<bool>("checkpointed");
+        QTest::newRow("olmo2") << "tiny" << false;
+        QTest::newRow("llama (pre-norm, GQA), AC full") << "tiny_llama" << true;
+        QTest::newRow("olmo3 (window 4)") << "tiny_olmo3" << false;
+    }
+    void documentMaskingMatchesDocumentsOneAtATime() {
+        QFETCH(QString, preset);
+        QFETCH(bool, checkpointed);
+        auto c = preset_model(preset.toStdString());
+        if (preset == "tiny_olmo3") c.sliding_window.pattern = {4, 4, 4, -1};
+        if (preset == "tiny_llama") c.n_kv_heads = 2;
+        c.init_seed = 5;
+        model::Transformer m(c);
+        if (checkpointed) {
+            config::ActivationCheckpointingConfig ac;
+            ac.mode = config::ActivationCheckpointingMode::full;
+            m->set_activation_checkpointing(ac);
+        }
+        const int64_t eos = 1;
+        const std::vector<std::vector<int64_t>> docs = {{7, 8, 9, 10, 11, eos},
+                                                        {20, 21, 22, 23, 24, 25, 26, eos},
+                                                        {30, 31, eos},
+                                                        {40, 41, 42, 43, 44, 45, 46}};
+        // Row 0 packs them in order, row 1 in another (the unended one last in both): rows are
+        // masked independently.
+        std::vector<int64_t> row0, row1, starts0(docs.size()), starts1(docs.size());
+        for (std::size_t i : std::vector<std::size_t>{0, 1, 2, 3}) {
+            starts0[i] = static_cast<int64_t>(row0.size());
+            row0.insert(row0.end(), docs[i].begin(), docs[i].end());
+        }
+        for (std::size_t i : std::vector<std::size_t>{2, 0, 1, 3}) {
+            starts1[i] = static_cast<int64_t>(row1.size());
+            row1.insert(row1.end(), docs[i].begin(), docs[i].end());
+        }
+        const auto ids = torch::stack({torch::tensor(row0), torch::tensor(row1)});
+        auto is_eos = ids.eq(eos).to(torch::kInt64);
+        const auto doc_ids = is_eos.cumsum(1) - is_eos;
+
+        // Per document: the sum of its next-token losses (labels inside the document only).
+        auto doc_loss = [&](const torch::Tensor& logits, int64_t start, int64_t len,
+                            const std::vector<int64_t>& d) {
+            auto l = logits.narrow(0, start, len - 1);
+            auto y = torch::tensor(std::vector<int64_t>(d.begin() + 1, d.end()));
+            return torch::nn::functional::cross_entropy(
+                l, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+        };
+        auto grads = [&]() {
+            std::vector<torch::Tensor> g;
+            for (auto& p : m->parameters()) {
+                g.push_back(p.grad().clone());
+                p.mutable_grad() = torch::Tensor();
+            }
+            return g;
+        };
+        m->train();
+        const auto packed = m->forward(ids, doc_ids);
+        torch::Tensor packed_loss = torch::zeros({});
+        for (std::size_t i = 0; i < docs.size(); ++i) {
+            const auto len = static_cast<int64_t>(docs[i].size());
+            packed_loss = packed_loss + doc_loss(packed[0], starts0[i], len, docs[i]) +
+                          doc_loss(packed[1], starts1[i], len, docs[i]);
+        }
+        packed_loss.backward();
+        const auto packed_grads = grads();
+
+        torch::Tensor alone_loss = torch::zeros({});
+        for (std::size_t i = 0; i < docs.size(); ++i) {
+            const auto len = static_cast<int64_t>(docs[i].size());
+            const auto alone = m->forward(torch::tensor(docs[i]).view({1, -1}));
+            for (const auto& [row, start] : {std::pair{0, starts0[i]}, std::pair{1, starts1[i]}}) {
+                const double diff =
+                    (packed[row].narrow(0, start, len) - alone[0]).abs().max().item<double>();
+                QVERIFY2(diff < 1e-5, qPrintable(QString("document %1, row %2: logits differ by %3")
+                                                     .arg(i)
+                                                     .arg(row)
+                                                     .arg(diff)));
+            }
+            alone_loss = alone_loss + 2 * doc_loss(alone[0], 0, len, docs[i]);
+        }
+        QVERIFY(std::abs(packed_loss.item<double>() - alone_loss.item<double>()) <
+                1e-5 * std::abs(alone_loss.item<double>()));
+        alone_loss.backward();
+        const auto alone_grads = grads();
+        for (std::size_t k = 0; k < packed_grads.size(); ++k) {
+            const double scale = alone_grads[k].abs().max().item<double>() + 1e-12;
+            const double diff = (packed_grads[k] - alone_grads[k]).abs().max().item<double>();
+            QVERIFY2(diff < 1e-4 * scale,
+                     qPrintable(QString("gradient %1: %2 of %3").arg(k).arg(diff).arg(scale)));
+        }
+        // Without document masking the later documents see the earlier ones.
+        torch::NoGradGuard no_grad;
+        const auto unmasked = m->forward(ids);
+        QVERIFY((unmasked[0].narrow(0, starts0[1], 8) - packed[0].narrow(0, starts0[1], 8))
+                    .abs()
+                    .max()
+                    .item<double>() > 1e-3);
+    }
+
     void generationCacheAndPaddingChangeNothing_data() {
         QTest::addColumn<QString>("family");
         QTest::newRow("olmo2") << "olmo2";

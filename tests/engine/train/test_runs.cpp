@@ -694,6 +694,48 @@ private Q_SLOTS:
         QVERIFY(l.last() < l.first());
     }
 
+    // dataset.generate_doc_lengths reaches the model: with an EOS id that never occurs the run is
+    // the plain causal one; with the space as EOS (a document per word) every loss changes.
+    // (Packed documents equal documents alone: test_model.)
+    void documentMaskingTrains() {
+        const QStringList base = {"trainer.max_duration=3steps",
+                                  "trainer.metrics_collect_interval=1",
+                                  "trainer.callbacks.checkpointer.enabled=false"};
+        auto run = [&](const QString& name, const QStringList& extra) {
+            const auto r = run_engine(args(name, base + extra), runs());
+            return std::pair{r, losses(read_metrics(folder(name) + "/metrics.jsonl"))};
+        };
+        const auto [r0, plain] = run("docs-off", {});
+        QVERIFY2(r0.exit_code == 0, qPrintable(r0.output));
+        const auto [r1, one_doc] =
+            run("docs-none", {"dataset.generate_doc_lengths=true", "dataset.eos_token_id=255"});
+        QVERIFY2(r1.exit_code == 0, qPrintable(r1.output));
+        const auto [r2, words] =
+            run("docs-words", {"dataset.generate_doc_lengths=true", "dataset.eos_token_id=32"});
+        QVERIFY2(r2.exit_code == 0, qPrintable(r2.output));
+        QVERIFY2(r2.output.contains("documents masked at token 32"), qPrintable(r2.output));
+        QCOMPARE(plain.size(), 3);
+        QCOMPARE(one_doc.keys(), plain.keys());
+        QCOMPARE(words.keys(), plain.keys());
+        for (auto it = plain.begin(); it != plain.end(); ++it) {
+            QVERIFY2(std::abs(one_doc[it.key()] - it.value()) <= 1e-6 * it.value(),
+                     qPrintable(QString("step %1: %2 vs %3")
+                                    .arg(it.key())
+                                    .arg(one_doc[it.key()])
+                                    .arg(it.value())));
+            QVERIFY2(std::abs(words[it.key()] - it.value()) > 1e-4 * it.value(),
+                     qPrintable(QString("step %1: %2 vs %3")
+                                    .arg(it.key())
+                                    .arg(words[it.key()])
+                                    .arg(it.value())));
+        }
+        // Bytes have no EOS of their own: refused before training, naming the field.
+        const auto bad = run_engine(
+            args("docs-bad", base + QStringList{"dataset.generate_doc_lengths=true"}), runs());
+        QCOMPARE(bad.exit_code, 2);
+        QVERIFY2(bad.output.contains("dataset.eos_token_id"), qPrintable(bad.output));
+    }
+
     void numpySourceTrains() {
         QString path = runs() + "/tokens.npy";
         QFile f(path);
