@@ -324,7 +324,8 @@ int cmd_dataset(const Args& args) {
     auto p = parse_args(args, {"--instances"}, {"--decode"});
     config::ExperimentConfig cfg;
     if (!load_config(p, "dataset", cfg)) return kExitUsage;
-    const auto ds = data::TokenDataset::build(cfg.dataset, cfg.model.vocab_size);
+    const auto ds = data::TokenDataset::build(cfg.dataset, cfg.model.vocab_size, {},
+                                              cfg.data_loader.global_batch_size);
     std::unique_ptr<tokenizer::Tokenizer> tok;
     if (p.has("--decode") && cfg.dataset.tokenizer)
         tok = tokenizer::load_tokenizer(*cfg.dataset.tokenizer);
@@ -333,6 +334,19 @@ int cmd_dataset(const Args& args) {
                               {"sequence_length", ds->sequence_length()},
                               {"instances", ds->num_instances()},
                               {"tokens", ds->total_tokens()}};
+    if (!ds->source_names().empty()) {  // a mixture: each source's instances and tokens
+        nlohmann::json sources = nlohmann::json::array();
+        int64_t begin = 0;
+        for (std::size_t s = 0; s < ds->source_names().size(); ++s) {
+            int64_t end = begin;
+            while (end < ds->num_instances() && ds->source_of(end) == s) ++end;
+            sources.push_back({{"name", ds->source_names()[s]},
+                               {"instances", end - begin},
+                               {"tokens", (end - begin) * ds->sequence_length()}});
+            begin = end;
+        }
+        summary["sources"] = sources;
+    }
     std::cout << summary.dump() << "\n";
     const std::string range = p.option("--instances");
     if (range.empty()) return kExitOk;

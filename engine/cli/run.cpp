@@ -216,7 +216,8 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     }
     auto split = data::build_split(
         cfg.dataset, cfg.model.vocab_size,
-        remote ? std::string() : run_folder::join(folder, run_folder::kTokenRangesFile));
+        remote ? std::string() : run_folder::join(folder, run_folder::kTokenRangesFile),
+        cfg.data_loader.global_batch_size);
     train::TransformerTrainModule tm(cfg, *env);
     // Batches are split over the data-parallel ranks; the ranks of a TP group read the same.
     data::DataLoader loader(split.train, cfg.data_loader, env->dp_rank(), env->dp_size());

@@ -249,6 +249,57 @@ struct ModelConfig {
     }
 };
 
+/// One source of a mixture (OLMo-core's SourceMixtureConfig).
+struct MixtureSourceConfig {
+    std::string source_name;
+    double target_ratio = 0.0;
+    std::vector<std::string> paths;
+    double max_repetition_ratio = 1.0;
+    double max_source_fraction = 1.0;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("source_name", source_name,
+                {"The source's name, in its metric data/source/<name> tokens.", {}});
+        v.field("target_ratio", target_ratio,
+                {"Its share of dataset.mixture.requested_tokens; the ratios sum to 1.",
+                 Bounds::between(0.0, 1.0)});
+        v.field("paths", paths,
+                {"Raw token files (dataset.token_dtype), folders of them, or prepare-data folders "
+                 "(their shards and dtype), read from the start of each file.",
+                 {},
+                 "path"});
+        v.field("max_repetition_ratio", max_repetition_ratio,
+                {"How many times over its tokens may be used: 1 never repeats, 2 allows each "
+                 "token twice.",
+                 Bounds::at_least(1.0)});
+        v.field("max_source_fraction", max_source_fraction,
+                {"The share of its tokens that may be used (before repetition).",
+                 Bounds::between(0.0, 1.0)});
+    }
+};
+
+/// Training on several sources in set proportions (OLMo-core's SourceMixtureDatasetConfig): each
+/// source contributes target_ratio x requested_tokens tokens, taken from the start of its files
+/// (repeating them when it needs more than it has, up to max_repetition_ratio), rounded to whole
+/// global batches; the data loader's shuffle mixes them.
+struct SourceMixtureConfig {
+    std::vector<MixtureSourceConfig> sources;
+    std::optional<int64_t> requested_tokens;
+
+    bool enabled() const { return !sources.empty(); }
+
+    template <class V>
+    void visit(V& v) {
+        v.field("sources", sources,
+                {"The sources and their ratios; empty: no mixture (dataset.paths).", {}});
+        v.field("requested_tokens", requested_tokens,
+                {"Tokens the mixture holds, rounded up to whole global batches (OLMo-core's "
+                 "requested_tokens); the ratios divide them.",
+                 Bounds::at_least(1)});
+    }
+};
+
 /// Where the training tokens come from.
 struct DatasetConfig {
     DataSource source = DataSource::builtin;
@@ -261,6 +312,7 @@ struct DatasetConfig {
     double validation_fraction = 0.0;
     bool generate_doc_lengths = false;
     std::optional<int64_t> eos_token_id;
+    SourceMixtureConfig mixture;
 
     std::optional<std::string> tokenizer;
 
@@ -319,6 +371,10 @@ struct DatasetConfig {
                 {"The token that ends a document, for generate_doc_lengths. Null: the eos_id of "
                  "the prepare-data folders in dataset.paths, else dataset.tokenizer's EOS.",
                  Bounds::at_least(0)});
+        v.field("mixture", mixture,
+                {"numpy source: a mixture of sources in set proportions, instead of "
+                 "dataset.paths.",
+                 {}});
     }
 };
 

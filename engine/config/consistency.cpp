@@ -204,6 +204,39 @@ void check_data(const ExperimentConfig& c, const Add& add) {
                     std::to_string(c.dataset.paths.size()) +
                     " token file(s) in dataset.paths: give one per token file, in the same order");
     }
+    // A mixture: numpy sources instead of dataset.paths, ratios summing to 1 (numpy's allclose,
+    // as OLMo-core checks), a token count, and no held-out tail (it would be one source).
+    if (const auto& mix = c.dataset.mixture; mix.enabled()) {
+        if (c.dataset.source != DataSource::numpy)
+            add("dataset.mixture",
+                "only for the numpy source (source is " + enum_to_string(c.dataset.source) + ")");
+        if (!c.dataset.paths.empty())
+            add("dataset.paths", "give the files in dataset.mixture.sources, or here, not both");
+        if (!c.dataset.label_mask_paths.empty())
+            add("dataset.label_mask_paths",
+                "not with dataset.mixture (OLMo-core refuses it too); a source's prepare-data "
+                "folders bring their own masks");
+        if (!mix.requested_tokens)
+            add("dataset.mixture.requested_tokens", "a mixture needs the tokens it holds");
+        if (c.dataset.validation_fraction > 0)
+            add("dataset.validation_fraction",
+                "must be 0 with dataset.mixture: the held-out tail would be the last source only");
+        double sum = 0;
+        for (std::size_t s = 0; s < mix.sources.size(); ++s) {
+            const auto& src = mix.sources[s];
+            const std::string at = "dataset.mixture.sources[" + std::to_string(s) + "]";
+            sum += src.target_ratio;
+            if (src.source_name.empty()) add(at + ".source_name", "empty");
+            for (std::size_t t = 0; t < s; ++t)
+                if (!src.source_name.empty() && mix.sources[t].source_name == src.source_name)
+                    add(at + ".source_name",
+                        src.source_name + " is also sources[" + std::to_string(t) + "]'s name");
+            if (src.paths.empty()) add(at + ".paths", "empty");
+        }
+        if (std::abs(sum - 1.0) > 1e-8 + 1e-5)
+            add("dataset.mixture.sources",
+                "the target_ratio values sum to " + std::to_string(sum) + ", not 1");
+    }
     // Document masking: the token that ends a document must be known and in the vocabulary.
     if (c.dataset.eos_token_id && *c.dataset.eos_token_id >= m.vocab_size)
         add("dataset.eos_token_id", std::to_string(*c.dataset.eos_token_id) +
@@ -339,7 +372,7 @@ void check_files(const ExperimentConfig& c, const Add& add) {
             add("dataset.tokenizer", "no such file: " + *c.dataset.tokenizer);
     }
     if (c.dataset.source != DataSource::builtin) {
-        if (c.dataset.paths.empty()) {
+        if (c.dataset.paths.empty() && !c.dataset.mixture.enabled()) {
             add("dataset.paths", "the " + enum_to_string(c.dataset.source) +
                                      " source needs at least one file or folder");
         }

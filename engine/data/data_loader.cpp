@@ -65,6 +65,10 @@ Batch DataLoader::make_batch(int64_t b) const {
         batch.index.push_back(idx);
     }
     if (auto eos = dataset_->doc_eos_id()) batch.doc_ids = document_ids(batch.input_ids, *eos);
+    if (!dataset_->source_names().empty()) {
+        batch.source_tokens.assign(dataset_->source_names().size(), 0);
+        for (auto idx : batch.index) batch.source_tokens[dataset_->source_of(idx)] += seq;
+    }
     return batch;
 }
 

@@ -31,6 +31,8 @@ struct Batch {
     /// (rank instances, seq_len) int64, each token's document (document_ids) under
     /// dataset.generate_doc_lengths; undefined without.
     torch::Tensor doc_ids;
+    /// A mixture's tokens per source in this rank batch (dataset.mixture); empty without.
+    std::vector<int64_t> source_tokens;
 };
 
 class DataLoader : public checkpoint::Stateful {

@@ -16,8 +16,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -198,7 +202,8 @@ void check_token_range(const TokenArray& a, int64_t vocab_size, TokenRangeCache&
                 "): is it the right file, dataset.token_dtype or model.vocab_size?");
 }
 
-std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std::size_t first) {
+std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std::size_t first,
+                                      const std::string& field = "dataset.paths") {
     std::vector<std::string> files;
     for (std::size_t k = 0; k < paths.size(); ++k) {
         const auto& p = paths[k];
@@ -206,8 +211,7 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std
         std::error_code ec;
         auto st = fs::status(p, ec);
         if (ec || !fs::exists(st))
-            throw Error("dataset.paths[" + std::to_string(i) + "]: " + p +
-                        ": no such file or folder");
+            throw Error(field + "[" + std::to_string(i) + "]: " + p + ": no such file or folder");
         if (fs::is_directory(st)) {
             std::vector<std::string> found;
             for (auto it = fs::recursive_directory_iterator(
@@ -227,15 +231,15 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std
     return files;
 }
 
-// The shards of a prepare-data folder (dataset.paths[i]), in the manifest's order and dtype,
-// after checking its tokenizer against dataset.tokenizer and model.vocab_size.
+// The shards of a prepare-data folder (`where` names it: dataset.paths[i]: DIR), in the
+// manifest's order and dtype, after checking its tokenizer against dataset.tokenizer and
+// model.vocab_size.
 std::vector<std::tuple<std::string, int, std::string, std::string>> manifest_files(
-    const config::DatasetConfig& cfg, std::size_t i, int64_t vocab_size,
-    std::vector<std::pair<int64_t, std::string>>& eos_ids) {
-    const std::string where = "dataset.paths[" + std::to_string(i) + "]: " + cfg.paths[i];
+    const config::DatasetConfig& cfg, const std::string& folder, const std::string& where,
+    int64_t vocab_size, std::vector<std::pair<int64_t, std::string>>& eos_ids) {
     prepare::Manifest m;
     try {
-        m = prepare::read_manifest(cfg.paths[i]);
+        m = prepare::read_manifest(folder);
     } catch (const Error& e) {
         throw Error(where, e);
     }
@@ -244,8 +248,8 @@ std::vector<std::tuple<std::string, int, std::string, std::string>> manifest_fil
         const std::string id = tokenizer::tokenizer_file_id(*cfg.tokenizer);
         if (id != m.tokenizer_id)
             throw Error("dataset.tokenizer: " + *cfg.tokenizer + " (" + id +
-                        ") is not the tokenizer " + cfg.paths[i] + " was prepared with (" +
-                        made_with + ", " + m.tokenizer_id + "; its copy is " +
+                        ") is not the tokenizer " + folder + " was prepared with (" + made_with +
+                        ", " + m.tokenizer_id + "; its copy is " +
                         (fs::path(m.folder) / m.tokenizer_file).string() + ")");
     }
     if (m.vocab_size > vocab_size)
@@ -258,11 +262,36 @@ std::vector<std::tuple<std::string, int, std::string, std::string>> manifest_fil
                     " tokens, but dataset.sequence_length is " +
                     std::to_string(cfg.sequence_length) +
                     "; set dataset.sequence_length=" + std::to_string(m.instance_length));
-    eos_ids.emplace_back(m.eos_id, cfg.paths[i]);
+    eos_ids.emplace_back(m.eos_id, folder);
     std::vector<std::tuple<std::string, int, std::string, std::string>> out;
     for (const auto& s : m.shards)
         out.emplace_back(m.shard_path(s), m.element_size(), m.dtype, m.mask_path(s));
     return out;
+}
+
+// The token files of `paths` (the entries of `field`): raw files, folders of them, or (numpy)
+// prepare-data folders, as (path, element size, the manifest's dtype and label mask when a
+// prepare-data folder gave them).
+std::vector<std::tuple<std::string, int, std::string, std::string>> collect_files(
+    const config::DatasetConfig& cfg, const std::vector<std::string>& paths,
+    const std::string& field, int64_t vocab_size,
+    std::vector<std::pair<int64_t, std::string>>& manifest_eos) {
+    std::vector<std::tuple<std::string, int, std::string, std::string>> files;
+    const int element = cfg.source == config::DataSource::text
+                            ? 1
+                            : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        const std::string& p = paths[i];
+        if (cfg.source == config::DataSource::numpy && prepare::has_manifest(p)) {
+            const std::string where = field + "[" + std::to_string(i) + "]: " + p;
+            for (auto& f : manifest_files(cfg, p, where, vocab_size, manifest_eos))
+                files.push_back(std::move(f));
+            continue;
+        }
+        for (auto& f : expand_paths({p}, i, field))
+            files.emplace_back(std::move(f), element, "", "");
+    }
+    return files;
 }
 
 // Document masking's EOS id: dataset.eos_token_id, else the prepared folders' (which must agree),
@@ -354,14 +383,22 @@ void TokenDataset::add_manifest_masks(
 
 std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& cfg,
                                                   int64_t vocab_size,
-                                                  const std::string& range_cache) {
+                                                  const std::string& range_cache,
+                                                  int64_t global_batch_size) {
     auto ds = std::make_shared<TokenDataset>();
     ds->seq_len_ = cfg.sequence_length;
     ds->vocab_size_ = vocab_size;
     std::ostringstream fp;
     fp << "lathe-fsl-v1;source=" << config::enum_to_string(cfg.source)
        << ";seq=" << cfg.sequence_length;
-    if (cfg.source == config::DataSource::builtin) {
+    std::vector<std::pair<int64_t, std::string>> manifest_eos;
+    if (cfg.mixture.enabled()) {
+        if (cfg.source != config::DataSource::numpy || !cfg.paths.empty())
+            throw Error(
+                "dataset.mixture: needs dataset.source numpy and dataset.paths empty (its "
+                "sources name the files)");
+        add_mixture(*ds, cfg, vocab_size, global_batch_size, range_cache, manifest_eos, fp);
+    } else if (cfg.source == config::DataSource::builtin) {
         auto bytes =
             generate_builtin_corpus(cfg.builtin_tokens, static_cast<uint64_t>(cfg.builtin_seed));
         ds->files_.push_back(TokenArray::owned(std::move(bytes), "builtin"));
@@ -369,22 +406,7 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
         ds->description_ = "built-in corpus (" + std::to_string(cfg.builtin_tokens) +
                            " tokens, seed " + std::to_string(cfg.builtin_seed) + ")";
     } else {
-        // (path, element size, the manifest's dtype and label mask when a prepare-data folder
-        // gave them)
-        std::vector<std::tuple<std::string, int, std::string, std::string>> files;
-        std::vector<std::pair<int64_t, std::string>> manifest_eos;
-        const int element = cfg.source == config::DataSource::text
-                                ? 1
-                                : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
-        for (std::size_t i = 0; i < cfg.paths.size(); ++i) {
-            const std::string& p = cfg.paths[i];
-            if (cfg.source == config::DataSource::numpy && prepare::has_manifest(p)) {
-                for (auto& f : manifest_files(cfg, i, vocab_size, manifest_eos))
-                    files.push_back(std::move(f));
-                continue;
-            }
-            for (auto& f : expand_paths({p}, i)) files.emplace_back(std::move(f), element, "", "");
-        }
+        const auto files = collect_files(cfg, cfg.paths, "dataset.paths", vocab_size, manifest_eos);
         TokenRangeCache ranges(range_cache);
         for (const auto& [f, elem, dtype, mask] : files) {
             auto a = TokenArray::map_file(f, elem);
@@ -405,15 +427,20 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
                            " file(s)" + (ds->masks_.empty() ? "" : " with label masks");
         if (cfg.source == config::DataSource::numpy)
             fp << ";dtype=" << config::enum_to_string(cfg.token_dtype);
-        if (cfg.generate_doc_lengths) ds->doc_eos_ = resolve_doc_eos(cfg, manifest_eos);
     }
-    if (cfg.generate_doc_lengths && !ds->doc_eos_) {
-        if (!cfg.eos_token_id)
+    if (cfg.generate_doc_lengths) {
+        if (cfg.source == config::DataSource::numpy) {
+            ds->doc_eos_ = resolve_doc_eos(cfg, manifest_eos);
+        } else if (!cfg.eos_token_id) {
             throw Error(
                 "dataset.eos_token_id: dataset.generate_doc_lengths needs the token that "
-                "ends a document, and the built-in corpus has none of its own; set it "
-                "(10 ends documents at newlines)");
-        ds->doc_eos_ = cfg.eos_token_id;
+                "ends a document, and the " +
+                config::enum_to_string(cfg.source) +
+                " source's tokens are bytes with no EOS of their own; set it (10 ends documents "
+                "at newlines)");
+        } else {
+            ds->doc_eos_ = cfg.eos_token_id;
+        }
     }
     if (ds->doc_eos_ && *ds->doc_eos_ >= vocab_size)
         throw Error("dataset.eos_token_id: " + std::to_string(*ds->doc_eos_) +
@@ -421,13 +448,202 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
                     ")");
     if (ds->doc_eos_)
         ds->description_ += ", documents masked at token " + std::to_string(*ds->doc_eos_);
-    for (int32_t f = 0; f < static_cast<int32_t>(ds->files_.size()); ++f) {
-        int64_t n = ds->files_[static_cast<std::size_t>(f)]->size() / ds->seq_len_;
-        for (int64_t i = 0; i < n; ++i) ds->starts_.emplace_back(f, i * ds->seq_len_);
-        ds->total_tokens_ += ds->files_[static_cast<std::size_t>(f)]->size();
+    if (!cfg.mixture.enabled()) {  // every whole instance of every file, in order
+        for (int32_t f = 0; f < static_cast<int32_t>(ds->files_.size()); ++f) {
+            int64_t n = ds->files_[static_cast<std::size_t>(f)]->size() / ds->seq_len_;
+            for (int64_t i = 0; i < n; ++i) ds->starts_.emplace_back(f, i * ds->seq_len_);
+            ds->total_tokens_ += ds->files_[static_cast<std::size_t>(f)]->size();
+        }
     }
     ds->fingerprint_ = fnv1a_hex(fp.str());
     return ds;
+}
+
+void TokenDataset::add_mixture(TokenDataset& ds, const config::DatasetConfig& cfg,
+                               int64_t vocab_size, int64_t global_batch_size,
+                               const std::string& range_cache,
+                               std::vector<std::pair<int64_t, std::string>>& manifest_eos,
+                               std::ostringstream& fp) {
+    // OLMo-core's SourceMixtureDatasetConfig.build and NumpyFSLDatasetMixture: no sampling; each
+    // source's share is a prefix of each of its files (the files again, whole, for every repeat),
+    // rounded to whole instances so that the mixture fills whole global batches.
+    const auto& mix = cfg.mixture;
+    const int64_t L = cfg.sequence_length;
+    if (!mix.requested_tokens)
+        throw Error(
+            "dataset.mixture.requested_tokens: a mixture needs the tokens it holds (its "
+            "sources' ratios divide them)");
+    const int64_t requested = *mix.requested_tokens;
+    if (global_batch_size <= 0 || global_batch_size % L != 0)
+        throw Error(
+            "dataset.mixture: data_loader.global_batch_size (" + std::to_string(global_batch_size) +
+            ") must be a positive multiple of dataset.sequence_length (" + std::to_string(L) + ")");
+    double ratio_sum = 0;
+    std::string ratios;
+    for (const auto& src : mix.sources) {
+        ratio_sum += src.target_ratio;
+        ratios +=
+            (ratios.empty() ? "" : ", ") + src.source_name + " " + std::to_string(src.target_ratio);
+    }
+    if (std::abs(ratio_sum - 1.0) > 1e-8 + 1e-5)  // numpy's allclose, as OLMo-core checks
+        throw Error("dataset.mixture.sources: the target_ratio values sum to " +
+                    std::to_string(ratio_sum) + ", not 1 (" + ratios + ")");
+
+    // The files of every source, each mapped once however many sources or repeats use it.
+    std::map<std::string, int32_t> file_index;
+    std::vector<std::tuple<std::string, int, std::string, std::string>> mapped;
+    std::vector<std::vector<int32_t>> source_files(mix.sources.size());
+    TokenRangeCache ranges(range_cache);
+    std::set<std::string> names;
+    for (std::size_t s = 0; s < mix.sources.size(); ++s) {
+        const auto& src = mix.sources[s];
+        const std::string field = "dataset.mixture.sources[" + std::to_string(s) + "]";
+        if (src.source_name.empty()) throw Error(field + ".source_name: empty");
+        if (!names.insert(src.source_name).second)
+            throw Error(field + ".source_name: " + src.source_name + " is used twice");
+        if (src.paths.empty()) throw Error(field + ".paths: empty (" + src.source_name + ")");
+        for (const auto& f :
+             collect_files(cfg, src.paths, field + ".paths", vocab_size, manifest_eos)) {
+            const std::string key = fs::absolute(std::get<0>(f)).lexically_normal().string();
+            auto it = file_index.find(key);
+            if (it == file_index.end()) {
+                auto a = TokenArray::map_file(std::get<0>(f), std::get<1>(f));
+                check_token_range(*a, vocab_size, ranges);
+                it = file_index.emplace(key, static_cast<int32_t>(ds.files_.size())).first;
+                ds.files_.push_back(std::move(a));
+                mapped.push_back(f);
+            }
+            source_files[s].push_back(it->second);
+        }
+    }
+    ranges.save();
+    add_manifest_masks(ds, cfg, mapped, fp);
+
+    // Tokens wanted from each file, per repeat (OLMo-core's SourcePathTokens).
+    struct Entry {
+        int32_t file;
+        int64_t tokens, max_tokens;
+        std::size_t source;
+    };
+    std::vector<Entry> entries;
+    for (std::size_t s = 0; s < mix.sources.size(); ++s) {
+        const auto& src = mix.sources[s];
+        int64_t population = 0;
+        for (auto f : source_files[s]) population += ds.files_[static_cast<std::size_t>(f)]->size();
+        const auto needed = static_cast<int64_t>(static_cast<double>(requested) * src.target_ratio);
+        const auto allowed = static_cast<int64_t>(
+            static_cast<double>(population) * src.max_source_fraction * src.max_repetition_ratio);
+        if (allowed < needed) {
+            const double repeats = static_cast<double>(needed) /
+                                   (static_cast<double>(population) * src.max_source_fraction);
+            char need[32];
+            std::snprintf(need, sizeof need, "%.3f", repeats);
+            throw Error("dataset.mixture.sources[" + std::to_string(s) + "] (" + src.source_name +
+                        "): needs " + std::to_string(needed) + " tokens (target_ratio " +
+                        std::to_string(src.target_ratio) + " of requested_tokens " +
+                        std::to_string(requested) + ") but has " + std::to_string(population) +
+                        ", and max_source_fraction x max_repetition_ratio allow " +
+                        std::to_string(allowed) + "; that needs max_repetition_ratio >= " + need +
+                        ", or a smaller target_ratio or requested_tokens");
+        }
+        const double take = population > 0 ? static_cast<double>(needed) / population : 0.0;
+        std::vector<double> passes;
+        if (take > 1) {
+            for (double remaining = take; remaining > 0;) {
+                const double chunk = std::min(1.0, remaining);
+                passes.push_back(chunk);
+                remaining -= chunk;
+            }
+        } else {
+            passes.push_back(take);
+        }
+        for (double r : passes)
+            for (auto f : source_files[s]) {
+                const int64_t avail = ds.files_[static_cast<std::size_t>(f)]->size();
+                entries.push_back(
+                    {f, static_cast<int64_t>(std::ceil(static_cast<double>(avail) * r)), avail, s});
+            }
+    }
+
+    // Whole instances filling whole batches: each entry's floor, the shortfall spread evenly over
+    // the entries with room, then one more to the largest remainders (OLMo-core's rounding).
+    const auto steps = static_cast<int64_t>(
+        std::ceil(static_cast<double>(requested) / static_cast<double>(global_batch_size)));
+    const int64_t wanted = steps * (global_batch_size / L);
+    std::vector<int64_t> count(entries.size()), cap(entries.size());
+    std::vector<double> remainder(entries.size());
+    int64_t total = 0;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        cap[i] = entries[i].max_tokens / L;
+        count[i] = std::min(entries[i].tokens / L, cap[i]);
+        remainder[i] = count[i] < cap[i] ? static_cast<double>(entries[i].tokens % L) / L : 0.0;
+        total += count[i];
+    }
+    if (wanted - total > 0) {
+        std::vector<std::size_t> eligible;
+        for (std::size_t i = 0; i < entries.size(); ++i)
+            if (count[i] < cap[i]) eligible.push_back(i);
+        if (!eligible.empty()) {
+            const int64_t each = (wanted - total) / static_cast<int64_t>(eligible.size());
+            if (each > 0)
+                for (auto i : eligible) {
+                    const int64_t add = std::min(each, cap[i] - count[i]);
+                    count[i] += add;
+                    total += add;
+                }
+            std::vector<std::pair<double, std::size_t>> cands;
+            for (auto i : eligible)
+                if (count[i] < cap[i]) cands.emplace_back(remainder[i], i);
+            std::sort(cands.rbegin(), cands.rend());  // largest first; ties: the later entry
+            for (std::size_t k = 0; k < cands.size() && total < wanted; ++k) {
+                ++count[cands[k].second];
+                ++total;
+            }
+        }
+    }
+
+    // Instances: each entry's windows from the start of its file, in entry order.
+    std::vector<int64_t> source_tokens(mix.sources.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        const auto& e = entries[i];
+        if (count[i] == 0) continue;
+        for (int64_t k = 0; k < count[i]; ++k) ds.starts_.emplace_back(e.file, k * L);
+        source_tokens[e.source] += count[i] * L;
+        fp << ";entry="
+           << fs::path(ds.files_[static_cast<std::size_t>(e.file)]->name()).filename().string()
+           << ",bytes=" << ds.files_[static_cast<std::size_t>(e.file)]->byte_size()
+           << ",instances=" << count[i];
+    }
+    fp << ";dtype=" << config::enum_to_string(cfg.token_dtype) << ";mixture";
+    int64_t end = 0;
+    for (std::size_t s = 0; s < mix.sources.size(); ++s) {
+        ds.source_names_.push_back(mix.sources[s].source_name);
+        end += source_tokens[s] / L;
+        ds.source_end_.push_back(end);
+        fp << ";source=" << mix.sources[s].source_name;
+    }
+    ds.total_tokens_ = static_cast<int64_t>(ds.starts_.size()) * L;
+    if (wanted != total)
+        log::warn(
+            "dataset.mixture: {} instances, short of the {} that {} batches need (every "
+            "file is used whole)",
+            total, wanted, steps);
+    for (std::size_t s = 0; s < mix.sources.size(); ++s)
+        log::info("mixture: {}: {} tokens ({:.4f} of {}, target {:.4f})",
+                  mix.sources[s].source_name, source_tokens[s],
+                  static_cast<double>(source_tokens[s]) / static_cast<double>(ds.total_tokens_),
+                  ds.total_tokens_, mix.sources[s].target_ratio);
+    ds.description_ = "mixture of " + std::to_string(mix.sources.size()) + " sources (" +
+                      std::to_string(ds.files_.size()) + " numpy file(s)" +
+                      (ds.masks_.empty() ? "" : " with label masks") + ")";
+}
+
+std::size_t TokenDataset::source_of(int64_t i) const {
+    if (source_end_.empty()) return 0;
+    // A slice keeps the full dataset's instance numbers only without a mixture (a mixture has no
+    // validation split), so i indexes the mixture's own instances.
+    return static_cast<std::size_t>(std::upper_bound(source_end_.begin(), source_end_.end(), i) -
+                                    source_end_.begin());
 }
 
 void TokenDataset::instance(int64_t i, int64_t* out) const {
@@ -462,8 +678,12 @@ std::shared_ptr<TokenDataset> TokenDataset::slice(int64_t begin, int64_t end,
 }
 
 DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size,
-                      const std::string& range_cache) {
-    auto full = TokenDataset::build(cfg, vocab_size, range_cache);
+                      const std::string& range_cache, int64_t global_batch_size) {
+    if (cfg.mixture.enabled() && cfg.validation_fraction > 0)
+        throw Error(
+            "dataset.validation_fraction: a mixture's instances are grouped by source, so "
+            "a held-out tail would hold the last source only; use 0 with dataset.mixture");
+    auto full = TokenDataset::build(cfg, vocab_size, range_cache, global_batch_size);
     const int64_t n = full->num_instances();
     int64_t n_val = 0;
     if (cfg.validation_fraction > 0)

@@ -3,7 +3,8 @@
 // files. Sources: the built-in corpus, UTF-8 text files or folders (bytes as tokens), and raw
 // little-endian uint16/uint32 token files, optionally with OLMo-core's label masks beside them (one
 // byte per token; 0 keeps the token out of the loss). With document masking, batches carry each
-// token's document (document_ids), cut at the EOS token.
+// token's document (document_ids), cut at the EOS token. A mixture of sources (OLMo-core's
+// SourceMixtureDataset) takes each source's share from the start of its files.
 #pragma once
 
 #include "engine/config/config.h"
@@ -64,8 +65,12 @@ public:
     /// at the batch that holds it, at every resume. Each file's largest token is cached in
     /// `range_cache` (a JSON file, by path, size and modification time; none when empty), so a
     /// file is read once, not at every start.
+    ///
+    /// A mixture (dataset.mixture) is OLMo-core's SourceMixtureDataset: `global_batch_size`
+    /// (tokens) rounds it to whole batches.
     static std::shared_ptr<TokenDataset> build(const config::DatasetConfig& cfg, int64_t vocab_size,
-                                               const std::string& range_cache = {});
+                                               const std::string& range_cache = {},
+                                               int64_t global_batch_size = 0);
 
     int64_t sequence_length() const { return seq_len_; }
     int64_t num_instances() const { return static_cast<int64_t>(starts_.size()); }
@@ -78,6 +83,11 @@ public:
     /// Document masking (dataset.generate_doc_lengths): the token that ends a document; nullopt
     /// when masking is off.
     std::optional<int64_t> doc_eos_id() const { return doc_eos_; }
+    /// A mixture's sources, in order (empty without dataset.mixture); the instances of source s
+    /// are [source_end(s - 1), source_end(s)).
+    const std::vector<std::string>& source_names() const { return source_names_; }
+    /// The source of instance i (0 without a mixture).
+    std::size_t source_of(int64_t i) const;
     /// Identifies the data and how it is cut: source, files (name and size), sequence length.
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& description() const { return description_; }
@@ -88,6 +98,11 @@ public:
     std::shared_ptr<TokenDataset> slice(int64_t begin, int64_t end, const std::string& label) const;
 
 private:
+    // dataset.mixture: the files and instances of OLMo-core's SourceMixtureDataset.
+    static void add_mixture(TokenDataset& ds, const config::DatasetConfig& cfg, int64_t vocab_size,
+                            int64_t global_batch_size, const std::string& range_cache,
+                            std::vector<std::pair<int64_t, std::string>>& manifest_eos,
+                            std::ostringstream& fp);
     static void add_label_masks(TokenDataset& ds, const config::DatasetConfig& cfg,
                                 std::size_t num_files, std::ostringstream& fp);
     // (token file, element size, dtype, label mask) of each file; the masks of prepared folders.
@@ -98,6 +113,8 @@ private:
     int64_t seq_len_ = 0;
     int64_t vocab_size_ = 0;
     std::optional<int64_t> doc_eos_;
+    std::vector<std::string> source_names_;
+    std::vector<int64_t> source_end_;  // one past each source's last instance
     int64_t total_tokens_ = 0;
     std::vector<std::shared_ptr<TokenArray>> files_;
     std::vector<std::shared_ptr<TokenArray>> masks_;   // parallel to files_; empty without masks
@@ -113,7 +130,7 @@ struct DataSplit {
     std::shared_ptr<TokenDataset> validation;  ///< null when validation_fraction is 0
 };
 DataSplit build_split(const config::DatasetConfig& cfg, int64_t vocab_size,
-                      const std::string& range_cache = {});
+                      const std::string& range_cache = {}, int64_t global_batch_size = 0);
 
 /// The document of every token of `input_ids` (B, T): 0 for the tokens up to and including the
 /// first `eos_id`, 1 up to the next, and so on, per row. A document ends with its EOS token, as

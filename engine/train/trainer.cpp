@@ -518,6 +518,11 @@ void Trainer::fit_epoch() {
         bool skip = false;
         for (const auto& r : cfg_.trainer.steps_to_skip)
             skip = skip || (r.start <= global_step_ && global_step_ < r.stop);
+        // A mixture's realised share: the step's tokens of each source, summed over the ranks.
+        const auto& sources = data_loader_.dataset().source_names();
+        for (std::size_t s = 0; s < sources.size() && s < batch->source_tokens.size(); ++s)
+            record_metric("data/source/" + sources[s] + " tokens",
+                          static_cast<double>(batch->source_tokens[s]), ReduceType::sum);
         for_each_callback([&](Callback& c) { c.pre_step(*batch); });
         if (skip) {
             log::warn("skipping training on step {} intentionally (trainer.steps_to_skip)",
