@@ -3,6 +3,7 @@
 #include "engine/chat/conversation.h"
 #include "engine/cli/cli.h"
 #include "engine/data/dataset.h"
+#include "engine/data/instance_filter.h"
 #include "engine/prepare/manifest.h"
 #include "engine/prepare/prepare.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -366,6 +367,8 @@ int cmd_dataset(const Args& args) {
     for (int64_t i = begin; i < end; ++i) {
         ds->instance(i, ids.data());
         nlohmann::json j = {{"index", i}, {"ids", ids}};
+        if (const auto& filter = ds->instance_filter())  // false: the repetition filter masks it
+            j["keep"] = data::passes_instance_filter(ids.data(), ds->sequence_length(), *filter);
         if (tok)
             j["text"] = tok->decode(ids);
         else if (p.has("--decode") && cfg.dataset.tokens_are_bytes())

@@ -46,7 +46,8 @@ Commands:
   chat FILE.jsonl --tokenizer F      conversations rendered with the model's chat template and
                                      tokenized, with their label masks (as prepare-data --chat)
   dataset [CONFIG] [a.b=value ...]   describe the config's data; --instances A:B prints those
-        [--instances A:B] [--decode] instances' ids (and text)
+        [--instances A:B] [--decode] instances' ids (and text, and whether the repetition
+                                     filter keeps them)
   runs [ROOT] [--json]               the runs under ROOT (default: the runs folder) and where each
                                      stands: running, finished, stopped, failed, or interrupted
                                      (status "running" but its process is gone)

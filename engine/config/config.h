@@ -300,6 +300,27 @@ struct SourceMixtureConfig {
     }
 };
 
+/// OLMo-core's InstanceFilterConfig: an instance in which some run of 1 to max_period tokens
+/// repeats max_count times or more in a row (degenerate text) is kept out of the loss.
+struct InstanceFilterConfig {
+    int64_t repetition_max_period = 13;
+    int64_t repetition_min_period = 1;
+    int64_t repetition_max_count = 32;
+
+    template <class V>
+    void visit(V& v) {
+        v.field("repetition_max_period", repetition_max_period,
+                {"The longest repeating unit looked for, in tokens (at most a third of the "
+                 "sequence is searched).",
+                 Bounds::at_least(1)});
+        v.field("repetition_min_period", repetition_min_period,
+                {"The shortest repeating unit looked for, in tokens.", Bounds::at_least(1)});
+        v.field("repetition_max_count", repetition_max_count,
+                {"An instance holding a unit repeated this many times in a row is masked.",
+                 Bounds::at_least(1)});
+    }
+};
+
 /// Where the training tokens come from.
 struct DatasetConfig {
     DataSource source = DataSource::builtin;
@@ -313,6 +334,7 @@ struct DatasetConfig {
     bool generate_doc_lengths = false;
     std::optional<int64_t> eos_token_id;
     SourceMixtureConfig mixture;
+    std::optional<InstanceFilterConfig> instance_filter_config;
 
     std::optional<std::string> tokenizer;
 
@@ -374,6 +396,11 @@ struct DatasetConfig {
         v.field("mixture", mixture,
                 {"numpy source: a mixture of sources in set proportions, instead of "
                  "dataset.paths.",
+                 {}});
+        v.field("instance_filter_config", instance_filter_config,
+                {"The repetition filter (OLMo-core's instance_filter_config): instances with a "
+                 "long run of one repeated n-gram train on nothing, and the share masked is "
+                 "logged as train/masked instances (%). Null: every instance is trained on.",
                  {}});
     }
 };

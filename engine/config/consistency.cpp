@@ -237,6 +237,12 @@ void check_data(const ExperimentConfig& c, const Add& add) {
             add("dataset.mixture.sources",
                 "the target_ratio values sum to " + std::to_string(sum) + ", not 1");
     }
+    // The repetition filter: a period range that holds no period would filter nothing.
+    if (const auto& f = c.dataset.instance_filter_config;
+        f && f->repetition_min_period > f->repetition_max_period)
+        add("dataset.instance_filter_config.repetition_min_period",
+            std::to_string(f->repetition_min_period) + " is above repetition_max_period (" +
+                std::to_string(f->repetition_max_period) + "): no period is searched");
     // Document masking: the token that ends a document must be known and in the vocabulary.
     if (c.dataset.eos_token_id && *c.dataset.eos_token_id >= m.vocab_size)
         add("dataset.eos_token_id", std::to_string(*c.dataset.eos_token_id) +

@@ -1,5 +1,6 @@
 #include "engine/data/data_loader.h"
 
+#include "engine/data/instance_filter.h"
 #include "engine/data/numpy_rng.h"
 #include "engine/util/error.h"
 
@@ -65,6 +66,12 @@ Batch DataLoader::make_batch(int64_t b) const {
         batch.index.push_back(idx);
     }
     if (auto eos = dataset_->doc_eos_id()) batch.doc_ids = document_ids(batch.input_ids, *eos);
+    if (const auto& filter = dataset_->instance_filter()) {
+        batch.instance_mask = torch::empty({rows}, torch::kBool);
+        for (int64_t r = 0; r < rows; ++r)
+            batch.instance_mask.data_ptr<bool>()[r] =
+                passes_instance_filter(out + r * seq, seq, *filter);
+    }
     if (!dataset_->source_names().empty()) {
         batch.source_tokens.assign(dataset_->source_names().size(), 0);
         for (auto idx : batch.index) batch.source_tokens[dataset_->source_of(idx)] += seq;

@@ -31,6 +31,9 @@ struct Batch {
     /// (rank instances, seq_len) int64, each token's document (document_ids) under
     /// dataset.generate_doc_lengths; undefined without.
     torch::Tensor doc_ids;
+    /// (rank instances,) bool, false for an instance the repetition filter masks
+    /// (dataset.instance_filter_config); undefined without.
+    torch::Tensor instance_mask;
     /// A mixture's tokens per source in this rank batch (dataset.mixture); empty without.
     std::vector<int64_t> source_tokens;
 };

@@ -448,6 +448,12 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
                     ")");
     if (ds->doc_eos_)
         ds->description_ += ", documents masked at token " + std::to_string(*ds->doc_eos_);
+    ds->instance_filter_ = cfg.instance_filter_config;
+    if (const auto& f = ds->instance_filter_)
+        ds->description_ += ", repetition filter (periods " +
+                            std::to_string(f->repetition_min_period) + "-" +
+                            std::to_string(f->repetition_max_period) + ", " +
+                            std::to_string(f->repetition_max_count) + " repeats)";
     if (!cfg.mixture.enabled()) {  // every whole instance of every file, in order
         for (int32_t f = 0; f < static_cast<int32_t>(ds->files_.size()); ++f) {
             int64_t n = ds->files_[static_cast<std::size_t>(f)]->size() / ds->seq_len_;

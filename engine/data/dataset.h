@@ -3,7 +3,8 @@
 // files. Sources: the built-in corpus, UTF-8 text files or folders (bytes as tokens), and raw
 // little-endian uint16/uint32 token files, optionally with OLMo-core's label masks beside them (one
 // byte per token; 0 keeps the token out of the loss). With document masking, batches carry each
-// token's document (document_ids), cut at the EOS token. A mixture of sources (OLMo-core's
+// token's document (document_ids), cut at the EOS token. The repetition filter (OLMo-core's
+// InstanceFilterConfig) marks degenerate instances. A mixture of sources (OLMo-core's
 // SourceMixtureDataset) takes each source's share from the start of its files.
 #pragma once
 
@@ -83,6 +84,10 @@ public:
     /// Document masking (dataset.generate_doc_lengths): the token that ends a document; nullopt
     /// when masking is off.
     std::optional<int64_t> doc_eos_id() const { return doc_eos_; }
+    /// The repetition filter (dataset.instance_filter_config); nullopt when off.
+    const std::optional<config::InstanceFilterConfig>& instance_filter() const {
+        return instance_filter_;
+    }
     /// A mixture's sources, in order (empty without dataset.mixture); the instances of source s
     /// are [source_end(s - 1), source_end(s)).
     const std::vector<std::string>& source_names() const { return source_names_; }
@@ -113,6 +118,7 @@ private:
     int64_t seq_len_ = 0;
     int64_t vocab_size_ = 0;
     std::optional<int64_t> doc_eos_;
+    std::optional<config::InstanceFilterConfig> instance_filter_;
     std::vector<std::string> source_names_;
     std::vector<int64_t> source_end_;  // one past each source's last instance
     int64_t total_tokens_ = 0;

@@ -195,6 +195,9 @@ torch::Tensor shifted_labels(const data::Batch& batch, int64_t ignore_index) {
     next.copy_(ids.narrow(1, 1, seq - 1));
     if (batch.label_mask.defined())
         next.masked_fill_(batch.label_mask.narrow(1, 1, seq - 1).logical_not(), ignore_index);
+    // An instance the repetition filter masks is no one's label at all.
+    if (batch.instance_mask.defined())
+        labels.masked_fill_(batch.instance_mask.logical_not().unsqueeze(1), ignore_index);
     return labels;
 }
 
@@ -211,7 +214,7 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
     const auto& host_ids = batch.input_ids;
     const int64_t seq = host_ids.size(1);
     auto host_labels = shifted_labels(batch, cfg_.label_ignore_index);
-    const double num_loss_tokens =
+    double num_loss_tokens =
         static_cast<double>((host_labels != cfg_.label_ignore_index).sum().item<int64_t>());
     auto input_ids = host_ids.to(env_.device(), /*non_blocking=*/true);
     auto labels = host_labels.to(env_.device(), /*non_blocking=*/true);
@@ -222,6 +225,16 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
     trainer_->record_metric("train/masked labels (%)",
                             1.0 - num_loss_tokens / static_cast<double>(labels.numel()),
                             ReduceType::mean);
+    if (batch.instance_mask.defined()) {
+        // OLMo-core's train module: a masked instance still counts as sequence_length tokens in
+        // the loss's divisor (zero loss for them), so that every rank's share weighs the same.
+        const auto masked = batch.instance_mask.logical_not().sum().item<int64_t>();
+        trainer_->record_metric(
+            "train/masked instances (%)",
+            static_cast<double>(masked) / static_cast<double>(batch.instance_mask.numel()),
+            ReduceType::mean);
+        num_loss_tokens += static_cast<double>(masked * seq);
+    }
 
     const int64_t mb_rows = cfg_.rank_microbatch_size / seq;
     const int64_t rows = input_ids.size(0);

@@ -13,6 +13,10 @@ counts equal the outcome's. Bad mixtures are refused with the source named: rati
 to 1, a source that would need more repetition than max_repetition_ratio allows (OLMo-core
 refuses the same mixture), a missing file. A short run trains on a mixture and logs
 `data/source/<name> tokens` every step, summing to the step's tokens.
+
+The repetition filter (instance_filter_config) masks the same instances as OLMo-core's
+NumpyFSLDataset and NumpyFSLDatasetMixture, instance by instance, under four settings, on tokens
+with repeated units planted at the start, the end and the middle of instances.
 """
 import json
 import os
@@ -128,6 +132,85 @@ def trains(work, sources, requested, gbs):
           str(steps[:1])[:1500])
 
 
+def repetitive_tokens(path, n_instances, seq, seed):
+    """Uniform tokens in which most instances get 0 to 2 runs of a repeated unit: 1 to 16 tokens
+    repeated 2 to 11 times (period 1 up to a whole instance), at the start, the end, or anywhere,
+    so that the filter's thresholds and its measure of a run's ends are all exercised."""
+    rng = np.random.default_rng(seed)
+    t = rng.integers(2, VOCAB, size=n_instances * seq, dtype=np.int64)
+    for i in range(n_instances):
+        for _ in range(int(rng.integers(0, 3))):
+            period = int(rng.integers(1, 17))
+            count = int(rng.integers(2, 12)) if period > 1 else int(rng.integers(2, seq + 1))
+            span = min(period * count, seq)
+            where = int(rng.integers(0, 3))
+            at = i * seq + (0 if where == 0 else seq - span if where == 1
+                            else int(rng.integers(0, seq - span + 1)))
+            t[at:at + span] = np.resize(t[at:at + period].copy(), span)
+    t.astype(np.uint16).tofile(path)
+    return path
+
+
+def filtered_like_olmo_core(work):
+    """The repetition filter (instance_filter_config) keeps and masks the same instances as
+    OLMo-core's, for a plain dataset and a mixture, under several settings."""
+    from olmo_core.data import NumpyFSLDataset
+    from olmo_core.data.numpy_dataset import InstanceFilterConfig, NumpyFSLDatasetMixture
+    from olmo_core.data.source_mixture import (SourceMixtureConfig, SourceMixtureDatasetConfig,
+                                               SourceMixtureList)
+    seq = 48
+    a = repetitive_tokens(work / "rep-a.npy", 900, seq, 21)
+    b = repetitive_tokens(work / "rep-b.npy", 400, seq, 22)
+    base = ["dataset.source=numpy", "dataset.token_dtype=uint16", f"model.vocab_size={VOCAB}",
+            f"dataset.sequence_length={seq}", f"train_module.max_sequence_length={seq}",
+            f"data_loader.global_batch_size={seq * 4}", f"train_module.rank_microbatch_size={seq}"]
+    for max_period, min_period, max_count in ((13, 1, 32), (13, 1, 4), (16, 3, 5), (2, 2, 3)):
+        cfg = InstanceFilterConfig(repetition_max_period=max_period,
+                                   repetition_min_period=min_period,
+                                   repetition_max_count=max_count)
+        ours_cfg = ("dataset.instance_filter_config=" + json.dumps(
+            {"repetition_max_period": max_period, "repetition_min_period": min_period,
+             "repetition_max_count": max_count}))
+        label = f"periods {min_period}-{max_period}, {max_count} repeats"
+        plain = NumpyFSLDataset(a, b, sequence_length=seq, pad_token_id=0, eos_token_id=1,
+                                vocab_size=VOCAB, dtype=np.uint16, instance_filter_config=cfg)
+        plain.work_dir = work / "olmo-work"
+        mix_cfg = SourceMixtureDatasetConfig(
+            source_list=SourceMixtureList(sources=[
+                SourceMixtureConfig(source_name="a", target_ratio=0.6, paths=[str(a)]),
+                SourceMixtureConfig(source_name="b", target_ratio=0.4, paths=[str(b)],
+                                    max_repetition_ratio=2.0)]),
+            requested_tokens=seq * 1000, global_batch_size=seq * 4, render_tables=False,
+            quiet=True)
+        mixture = mix_cfg.build(npdtype=np.uint16, sequence_length=seq)
+        mixture.filter_zero_token_paths = True
+        mixed = NumpyFSLDatasetMixture(*mixture.to_paths(), path_offset_index=mixture.to_index(),
+                                       seed=7, sequence_length=seq, pad_token_id=0,
+                                       eos_token_id=1, vocab_size=VOCAB, dtype=np.uint16,
+                                       instance_filter_config=cfg)
+        mix_overrides = ["dataset.mixture.sources=" + json.dumps([
+            {"source_name": "a", "target_ratio": 0.6, "paths": [str(a)]},
+            {"source_name": "b", "target_ratio": 0.4, "paths": [str(b)],
+             "max_repetition_ratio": 2.0}]), f"dataset.mixture.requested_tokens={seq * 1000}"]
+        for what, ds, extra in (("plain", plain, [f"dataset.paths=[{a},{b}]"]),
+                                ("mixture", mixed, mix_overrides)):
+            theirs = [bool(ds[i]["instance_mask"]) for i in range(len(ds))]
+            r = engine("dataset", "tiny", *base, *extra, ours_cfg, "--instances",
+                       f"0:{len(theirs)}")
+            if not check(r.returncode == 0, f"filter {label}, {what}: lathe-engine dataset runs",
+                         r.stderr[-2000:]):
+                continue
+            rows = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")][1:]
+            ours = [row.get("keep") for row in rows]
+            differ = [i for i, (x, y) in enumerate(zip(ours, theirs)) if x != y]
+            masked = theirs.count(False)
+            check(len(ours) == len(theirs) and not differ and 0 < masked < len(theirs),
+                  f"filter {label}, {what}: Lathe masks the same {masked} of {len(theirs)} "
+                  "instances as OLMo-core",
+                  f"first differing instances {differ[:5]}: Lathe "
+                  f"{[ours[i] for i in differ[:5]]}")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -165,6 +248,7 @@ def main():
         refused("a missing file",
                 [src("a", 0.5, [f["a1"]]), src("b", 0.5, [work / "nope.npy"])], 2000, 256,
                 "dataset.mixture.sources[1].paths[0]")
+        filtered_like_olmo_core(work)
         trains(work, [src("a", 0.5, [f["a1"], f["a2"]]), src("b", 0.25, [f["b1"]], rep=2.0),
                       src("c", 0.25, [f["c1"], f["c2"]])], 4096, 256)
     print(f"{len(FAILURES)} failure(s)")

@@ -27,6 +27,11 @@ Cases:
                 attention with 2 key/value heads for 4 query heads
     olmo3       an OLMo3-style model: 3 layers, windows of 16 tokens on the first two, the last
                 attending fully (OLMo3's pattern rule), on sequences of 64
+    instance_filter
+                OLMo-core's repetition filter (instance_filter_config, periods 1 to 13, 5 repeats)
+                over tokens with a repeated unit in about half of the instances: masked
+                instances train on nothing yet count in the loss's divisor; the shares of masked
+                instances and labels are compared as well
     label_mask  a label mask file beside the token file (label_mask_paths: spans of 1 to 40 tokens
                 alternately masked out), as supervised fine-tuning trains on answers only; the
                 share of masked labels is compared as well
@@ -92,6 +97,14 @@ CASES = {
         "olmo": ["--label-mask"],
         "lathe": ["dataset.label_mask_paths=[{ref}/mask.bool]"],
         "compared": ["train/masked labels (%)"],
+    },
+    "instance_filter": {
+        "z_loss": 0.0, "microbatch": 2,
+        "olmo": ["--data", "repeats", "--instance-filter", "13,1,5"],
+        "lathe": ['dataset.instance_filter_config={"repetition_max_period": 13, '
+                  '"repetition_min_period": 1, "repetition_max_count": 5}'],
+        "compared": ["train/masked instances (%)", "train/masked labels (%)"],
+        "must_mask": True,
     },
     "olmo3": {
         "z_loss": 0.0, "microbatch": BATCH,
@@ -231,6 +244,12 @@ def run_case(name, case, engine, steps, work, rtol):
     if case.get("must_skip") and not any(olmo.get(str(s), {}).get("optim/step skipped")
                                          for s in range(1, steps + 1)):
         print(f"FAIL {name}: OLMo-core skipped no step, so the case proves nothing; retune it")
+        return False
+    if case.get("must_mask") and not any(
+            0 < olmo.get(str(s), {}).get("train/masked instances (%)", 0) < 1
+            for s in range(1, steps + 1)):
+        print(f"FAIL {name}: OLMo-core's filter masked no batch in part, so the case proves "
+              "little; retune it")
         return False
     detail = ", ".join(f"{m} {w:.1e}" for m, w in worst.items())
     print(f"ok   {name}: {steps} steps x {len(compared)} metrics agree within {rtol:g} "

@@ -133,9 +133,14 @@ def parse_args(argv):
     ap.add_argument("--group-overrides", default=None,
                     help='JSON list of {"params": [globs], "opts": {...}}: the optimizer\'s '
                          "group_overrides")
-    ap.add_argument("--data", choices=("uniform", "markov"), default="uniform",
+    ap.add_argument("--data", choices=("uniform", "markov", "repeats"), default="uniform",
                     help="uniform: i.i.d. tokens (loss stays near ln(vocab-1)); markov: each "
-                         "token has %d possible successors (loss can fall)" % MARKOV_FANOUT)
+                         "token has %d possible successors (loss can fall); repeats: uniform, "
+                         "with a repeated unit in about half of the 64-token windows"
+                         % MARKOV_FANOUT)
+    ap.add_argument("--instance-filter", default=None,
+                    help="MAX_PERIOD,MIN_PERIOD,MAX_COUNT: NumpyFSLDatasetConfig's "
+                         "instance_filter_config (the repetition filter)")
     ap.add_argument("--tokens", type=int, default=None,
                     help="length of the token file (default steps*batch*seq*2)")
     ap.add_argument("--threads", type=int, default=1,
@@ -204,6 +209,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from olmo_core.data import NumpyDataLoaderConfig, NumpyFSLDatasetConfig, TokenizerConfig
+from olmo_core.data.numpy_dataset import InstanceFilterConfig
 from olmo_core.distributed.parallel import DataParallelType
 from olmo_core.distributed.utils import barrier, get_rank, get_world_size
 from olmo_core.nn.attention import SlidingWindowAttentionConfig
@@ -382,8 +388,10 @@ class ParityRecorder(Callback):
 def make_tokens(n, vocab, kind):
     """Deterministic tokens in [1, vocab), as little-endian uint16."""
     rng = np.random.Generator(np.random.PCG64(TOKEN_SEED))
-    if kind == "uniform":
+    if kind in ("uniform", "repeats"):
         tokens = rng.integers(1, vocab, size=n, dtype=np.int64)
+        if kind == "repeats":
+            inject_repeats(tokens, rng)
     else:
         # A first-order Markov chain: token t is followed by one of successors[t], uniformly.
         successors = rng.integers(1, vocab, size=(vocab, MARKOV_FANOUT), dtype=np.int64)
@@ -394,6 +402,20 @@ def make_tokens(n, vocab, kind):
             tokens[i] = t
             t = int(successors[t, choice[i]])
     return tokens.astype("<u2")
+
+
+def inject_repeats(tokens, rng, seq=64):
+    """Degenerate spans for the repetition filter: in about half of the seq-token windows, a unit
+    of 1 to 12 tokens repeated 2 to 9 times in a row, at a random place (seeded)."""
+    for start in range(0, len(tokens) - seq + 1, seq):
+        if rng.random() < 0.5:
+            continue
+        period = int(rng.integers(1, 13))
+        count = int(rng.integers(2, 10))
+        span = min(period * count, seq)
+        at = start + int(rng.integers(0, seq - span + 1))
+        unit = tokens[at:at + period].copy()
+        tokens[at:at + span] = np.resize(unit, span)
 
 
 def write_tokens(path, n, vocab, kind):
@@ -721,11 +743,18 @@ def run(args):
         raise RuntimeError(f"the ranks initialized different weights: {init_digests}")
 
     # 4. Dataset and data loader (each rank loads its slice of every global batch).
+    instance_filter = None
+    if args.instance_filter:
+        max_period, min_period, max_count = (int(x) for x in args.instance_filter.split(","))
+        instance_filter = InstanceFilterConfig(repetition_max_period=max_period,
+                                               repetition_min_period=min_period,
+                                               repetition_max_count=max_count)
     dataset = NumpyFSLDatasetConfig(
         tokenizer=TokenizerConfig(vocab_size=args.vocab, eos_token_id=EOS_TOKEN_ID,
                                   pad_token_id=PAD_TOKEN_ID),
         paths=[str(work / "tokens.u16")],
         label_mask_paths=[str(work / "mask.bool")] if args.label_mask else None,
+        instance_filter_config=instance_filter,
         sequence_length=args.seq,
         dtype="uint16",
         work_dir=str(work / "work"),

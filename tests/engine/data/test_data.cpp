@@ -5,6 +5,7 @@
 #include "engine/config/io.h"
 #include "engine/data/builtin_corpus.h"
 #include "engine/data/data_loader.h"
+#include "engine/data/instance_filter.h"
 #include "engine/data/numpy_rng.h"
 
 #include <QTemporaryDir>
@@ -200,6 +201,69 @@ private Q_SLOTS:
         bool named = false;
         for (const auto& issue : config::check_consistency(e))
             named = named || issue.path == "dataset.eos_token_id";
+        QVERIFY(named);
+    }
+
+    void repetitionFilter() {
+        // A unit repeated max_count times in a row masks the instance, one time fewer does not
+        // (instance by instance equality with OLMo-core is check_mixture's).
+        std::vector<int64_t> ids(96);
+        for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 7 % 89);
+        config::InstanceFilterConfig f;  // OLMo-core's defaults: periods 1-13, 32 repeats
+        QVERIFY(data::passes_instance_filter(ids.data(), 96, f));
+        QVERIFY(data::find_periodic_sequences(ids.data(), 96, 13).empty());
+        auto with_run = [&](int64_t period, int64_t times, int64_t at) {
+            auto out = ids;
+            for (int64_t k = period; k < period * times; ++k)
+                out[static_cast<std::size_t>(at + k)] =
+                    out[static_cast<std::size_t>(at + k % period)];
+            return out;
+        };
+        auto run = with_run(1, 31, 10);
+        QVERIFY(data::passes_instance_filter(run.data(), 96, f));
+        run = with_run(1, 32, 10);
+        QVERIFY(!data::passes_instance_filter(run.data(), 96, f));
+        const auto reps = data::find_periodic_sequences(run.data(), 96, 1);
+        QCOMPARE(reps.size(), std::size_t(1));
+        QCOMPARE(reps[0].start, int64_t(10));
+        QCOMPARE(reps[0].end, int64_t(42));
+        QCOMPARE(reps[0].times, int64_t(32));
+        // A 3-token unit 10 times: caught with max_count 10 when periods reach 3.
+        run = with_run(3, 10, 50);
+        f.repetition_max_count = 10;
+        QVERIFY(!data::passes_instance_filter(run.data(), 96, f));
+        f.repetition_max_period = 2;
+        QVERIFY(data::passes_instance_filter(run.data(), 96, f));
+        f.repetition_max_period = 13;
+        f.repetition_min_period = 4;
+        QVERIFY(data::passes_instance_filter(run.data(), 96, f));
+
+        // The data loader marks the batch's masked rows: instance 1 of 4 is degenerate text.
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("t.txt").toStdString();
+        std::string text;
+        for (int i = 0; i < 64 * 4; ++i) text += static_cast<char>('a' + (i * 7 + i / 5) % 26);
+        text.replace(64 + 5, 40, std::string(40, 'z'));
+        std::ofstream(path) << text;
+        config::DatasetConfig d;
+        d.source = config::DataSource::text;
+        d.paths = {path};
+        d.instance_filter_config = config::InstanceFilterConfig{};
+        config::DataLoaderConfig c;
+        c.global_batch_size = 64 * 4;
+        c.shuffle = false;
+        data::DataLoader loader(data::TokenDataset::build(d, 256), c, 0, 1);
+        loader.reshuffle(1);
+        const auto b = loader.next();
+        QVERIFY(b && b->instance_mask.defined());
+        QVERIFY(torch::equal(b->instance_mask, torch::tensor({true, false, true, true})));
+        // A period range with no period in it is refused, naming the field.
+        config::ExperimentConfig e;
+        e.dataset.instance_filter_config = config::InstanceFilterConfig{};
+        e.dataset.instance_filter_config->repetition_min_period = 20;
+        bool named = false;
+        for (const auto& issue : config::check_consistency(e))
+            named = named || issue.path == "dataset.instance_filter_config.repetition_min_period";
         QVERIFY(named);
     }
 
