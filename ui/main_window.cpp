@@ -150,6 +150,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(editor_, &ConfigEditor::currentFileChanged, this, &MainWindow::updateTitle);
     connect(editor_->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
 
+    // The form and the panels survive a restart (saved as they change, so a crash keeps them).
+    connect(plots_, &PlotPanel::panelsChanged, this, &MainWindow::savePanels);
+    auto* sessionTimer = new QTimer(this);
+    sessionTimer->setSingleShot(true);
+    sessionTimer->setInterval(500);
+    connect(sessionTimer, &QTimer::timeout, this, &MainWindow::saveEditorSession);
+    connect(editor_, &ConfigEditor::documentChanged, sessionTimer, qOverload<>(&QTimer::start));
+
     onStateChanged(run_->state());
     updateTitle();
     statusBar()->showMessage(tr("Choose a preset or open a config, then press Start."));
@@ -791,12 +799,35 @@ void MainWindow::saveLayout() {
     QSettings s;
     s.setValue(QStringLiteral("window/geometry"), saveGeometry());
     s.setValue(QStringLiteral("window/state"), saveState());
+    savePanels();
+    saveEditorSession();
+}
+
+void MainWindow::savePanels() {
+    QVariantList panels;
+    for (const auto& g : plots_->groups()) panels << g.toVariant();
+    QSettings().setValue(QStringLiteral("plots/panels"), panels);
+}
+
+void MainWindow::saveEditorSession() {
+    QSettings().setValue(QStringLiteral("editor/session"),
+                         QString::fromStdString(editor_->sessionState().dump()));
 }
 
 void MainWindow::restoreLayout() {
     QSettings s;
     restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
     restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+    QVector<MetricGroup> panels;
+    for (const QVariant& v : s.value(QStringLiteral("plots/panels")).toList()) {
+        MetricGroup g = MetricGroup::fromVariant(v.toMap());
+        if (!g.title.isEmpty() && !g.patterns.isEmpty()) panels << g;
+    }
+    plots_->setGroups(panels);
+    // The form as the last session left it, unsaved edits included.
+    const QString session = s.value(QStringLiteral("editor/session")).toString();
+    if (!session.isEmpty())
+        editor_->restoreSession(Json::parse(session.toStdString(), nullptr, false));
     if (!devices_) ranks_->setValue(s.value(QStringLiteral("run/ranks"), 1).toInt());
 }
 

@@ -119,8 +119,11 @@ private:
     void setProgressText(const QString& text);
     void onFinished(int exitCode, const QString& summary, const QStringList& lastLines);
     void updateTitle();
+    /// Window geometry, docks, plot panels and the editor's session, in QSettings.
     void saveLayout();
     void restoreLayout();
+    void savePanels();
+    void saveEditorSession();
     void buildRunsDocks();
     /// The Samples dock: the shown run's samples, and Try it on the selected checkpoint.
     void buildSamplesDock(QDockWidget* besides);

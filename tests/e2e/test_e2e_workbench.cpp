@@ -17,6 +17,7 @@
 #include <QMessageBox>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QSettings>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QtTest>
@@ -32,6 +33,14 @@ private Q_SLOTS:
         QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
         QCoreApplication::setApplicationName(QStringLiteral("lathe-e2e"));
         qputenv("LATHE_ENGINE", qgetenv("LATHE_BIN_DIR") + "/lathe-engine");
+    }
+
+    // Every test starts from the preset and the default panels, not from the last test's form
+    // (the window restores both from QSettings).
+    void init() {
+        QSettings s;
+        s.remove(QStringLiteral("editor/session"));
+        s.remove(QStringLiteral("plots/panels"));
     }
 
     void trainCheckpointStop() {

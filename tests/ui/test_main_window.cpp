@@ -15,6 +15,7 @@
 #include <QAction>
 #include <QLabel>
 #include <QProgressBar>
+#include <QSettings>
 #include <QSpinBox>
 #include <QtTest>
 
@@ -32,6 +33,14 @@ private Q_SLOTS:
         QStandardPaths::setTestModeEnabled(true);  // QSettings away from the user's
         QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
         QCoreApplication::setApplicationName(QStringLiteral("lathe-test"));
+    }
+
+    // Every test starts from the preset and the default panels, not from the last test's form
+    // (the window restores both from QSettings).
+    void init() {
+        QSettings s;
+        s.remove(QStringLiteral("editor/session"));
+        s.remove(QStringLiteral("plots/panels"));
     }
 
     void formatting() {
@@ -96,6 +105,29 @@ private Q_SLOTS:
             sawCheckpoint |=
                 w.logModel()->entry(i).message.contains(QStringLiteral("checkpoint of step"));
         QVERIFY(sawCheckpoint);
+    }
+
+    // The form's edits, typed values that do not validate included, and the plot panels survive
+    // a restart (issue 34). Undo starts from the restored form.
+    void formAndPanelsSurviveRestart() {
+        lathe::ui::MetricGroup extra{QStringLiteral("Masked labels"),
+                                     {QStringLiteral("train/masked labels (%)")}};
+        {
+            MainWindow w;
+            w.editor()->editField(QStringLiteral("optim.lr"), 0.0123);
+            w.editor()->editField(QStringLiteral("model.n_layers"), "many");
+            w.plots()->addPanel(extra);
+            w.close();
+        }
+        MainWindow w;
+        const auto& doc = w.editor()->document();
+        QCOMPARE(doc["optim"]["lr"].get<double>(), 0.0123);
+        QCOMPARE(doc["model"]["n_layers"], lathe::config::Json("many"));
+        QVERIFY(!w.editor()->isValid());
+        QVERIFY(w.editor()->isChangedFromPreset(QStringLiteral("optim.lr")));
+        QCOMPARE(w.plots()->groups().back(), extra);
+        QVERIFY(!w.editor()->undoStack()->canUndo());
+        QVERIFY(!w.editor()->undoStack()->isClean());  // still unsaved
     }
 
     // The window fits a 1366x768 screen (issue 34: it needed 1651x990 and grew while running),

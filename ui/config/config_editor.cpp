@@ -447,6 +447,42 @@ void ConfigEditor::setDocument(const Json& doc) {
                                            preset_, presetDoc_));
 }
 
+Json ConfigEditor::sessionState() const {
+    return Json{{"document", doc_},
+                {"preset", preset_.toStdString()},
+                {"file", file_.toStdString()},
+                {"modified", !undo_->isClean()}};
+}
+
+bool ConfigEditor::restoreSession(const Json& state) {
+    if (!state.is_object()) return false;
+    const auto doc = state.find("document");
+    if (doc == state.end() || !doc->is_object()) return false;
+    const auto text = [&](const char* key) {
+        const auto it = state.find(key);
+        return it != state.end() && it->is_string() ? QString::fromStdString(it->get<std::string>())
+                                                    : QString();
+    };
+    QString preset = preset_;
+    Json presetDoc = presetDoc_;
+    if (const QString name = text("preset"); !name.isEmpty()) {
+        cfg::Loaded l = cfg::load(name.toStdString());
+        if (cfg::preset_text(name.toStdString()) && l.ok()) {
+            preset = name;
+            presetDoc = cfg::to_json(l.config);
+        }
+    }
+    applyDocument(completeDocument(*doc), preset, presetDoc);
+    undo_->clear();
+    const QString file = text("file");
+    file_ = !file.isEmpty() && QFileInfo::exists(file) ? file : QString();
+    const auto modified = state.find("modified");
+    if (modified != state.end() && modified->is_boolean() && modified->get<bool>())
+        undo_->resetClean();
+    Q_EMIT currentFileChanged(file_);
+    return true;
+}
+
 bool ConfigEditor::loadPreset(const QString& name) {
     cfg::Loaded l = cfg::load(name.toStdString());
     if (!cfg::preset_text(name.toStdString()) || !l.ok()) return false;

@@ -57,6 +57,12 @@ public:
     bool isChangedFromPreset(const QString& path) const;
     QUndoStack* undoStack() const { return undo_; }
     const FieldSpec& schema() const { return root_; }
+    /// What the next session starts from: {"document", "preset", "file", "modified"}.
+    Json sessionState() const;
+    /// Restores a sessionState(): the document as it was, every value kept as typed, with its
+    /// preset's change markers and its file; the undo history starts there. Anything that is not
+    /// a saved state is ignored (false).
+    bool restoreSession(const Json& state);
     /// Sets a field as if the user had edited it (undoable).
     void editField(const QString& path, const Json& value);
     /// The config as resolved at the last validation (defaults for anything invalid).

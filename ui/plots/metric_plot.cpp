@@ -1,5 +1,6 @@
 #include "ui/plots/metric_plot.h"
 
+#include <QApplication>
 #include <QToolTip>
 
 #include <algorithm>
@@ -26,18 +27,88 @@ QString axisLabel(MetricStore::Axis axis) {
     return QObject::tr("step");
 }
 
+// Globs as in the config's metric patterns: '*' matches anything, '/' included (Qt's wildcard
+// conversion stops at path separators).
+QRegularExpression globRegex(const QString& pattern) {
+    QString re = QRegularExpression::escape(pattern);
+    re.replace(QLatin1String("\\*"), QLatin1String(".*"));
+    re.replace(QLatin1String("\\?"), QLatin1String("."));
+    return QRegularExpression(QRegularExpression::anchoredPattern(re));
+}
+
+// QCustomPlot's ticker with MetricPlot::compactLabels for large values.
+class CompactTicker : public QCPAxisTicker {
+protected:
+    QVector<QString> createLabelVector(const QVector<double>& ticks, const QLocale& locale,
+                                       QChar formatChar, int precision) override {
+        QVector<QString> labels = MetricPlot::compactLabels(ticks);
+        if (labels.isEmpty())
+            labels = QCPAxisTicker::createLabelVector(ticks, locale, formatChar, precision);
+        return labels;
+    }
+};
+
 }  // namespace
+
+QVariantMap MetricGroup::toVariant() const {
+    return {{QStringLiteral("title"), title},
+            {QStringLiteral("patterns"), patterns},
+            {QStringLiteral("smoothed"), smoothed},
+            {QStringLiteral("includeZero"), includeZero}};
+}
+
+bool MetricGroup::accepts(const QString& name) const {
+    for (const QString& p : patterns)
+        if (globRegex(p).match(name).hasMatch()) return true;
+    return false;
+}
+
+MetricGroup MetricGroup::fromVariant(const QVariantMap& map) {
+    MetricGroup g;
+    g.title = map.value(QStringLiteral("title")).toString();
+    g.patterns = map.value(QStringLiteral("patterns")).toStringList();
+    g.smoothed = map.value(QStringLiteral("smoothed"), true).toBool();
+    g.includeZero = map.value(QStringLiteral("includeZero"), false).toBool();
+    return g;
+}
+
+QVector<QString> MetricPlot::compactLabels(const QVector<double>& ticks) {
+    double maxAbs = 0, step = INFINITY;
+    for (int i = 0; i < ticks.size(); ++i) {
+        maxAbs = std::max(maxAbs, std::abs(ticks[i]));
+        if (i > 0 && ticks[i] != ticks[i - 1])
+            step = std::min(step, std::abs(ticks[i] - ticks[i - 1]));
+    }
+    if (!(maxAbs >= 1e4) || !std::isfinite(maxAbs)) return {};
+    static const std::pair<double, const char*> kScales[] = {
+        {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}};
+    double scale = 1e3;
+    QString suffix = QStringLiteral("k");
+    for (const auto& [s, name] : kScales) {
+        if (maxAbs >= s) {
+            scale = s;
+            suffix = QString::fromLatin1(name);
+            break;
+        }
+    }
+    int decimals = 0;
+    if (std::isfinite(step) && step / scale < 1)
+        decimals = std::clamp(int(std::ceil(-std::log10(step / scale) - 1e-9)), 0, 6);
+    QVector<QString> labels;
+    labels.reserve(ticks.size());
+    for (double t : ticks) {
+        if (t == 0) {
+            labels << QStringLiteral("0");
+            continue;
+        }
+        labels << QString::number(t / scale, 'f', decimals) + suffix;
+    }
+    return labels;
+}
 
 MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
     : QCustomPlot(parent), group_(std::move(group)), store_(store) {
-    // Globs as in the config's metric patterns: '*' matches anything, '/' included (Qt's
-    // wildcard conversion stops at path separators).
-    for (const QString& p : group_.patterns) {
-        QString re = QRegularExpression::escape(p);
-        re.replace(QLatin1String("\\*"), QLatin1String(".*"));
-        re.replace(QLatin1String("\\?"), QLatin1String("."));
-        regexps_.append(QRegularExpression(QRegularExpression::anchoredPattern(re)));
-    }
+    for (const QString& p : group_.patterns) regexps_.append(globRegex(p));
 
     // Follow the desktop palette (light or dark).
     const QPalette pal = palette();
@@ -65,7 +136,19 @@ MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
     QFont small = font();
     small.setPointSizeF(small.pointSizeF() * 0.85);
     legend->setFont(small);
-    axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    // The legend sits in its own row under the axis rect, wrapping into columns: inside the
+    // axis rect it covered the newest points and, in narrow plots, the value labels.
+    auto* legendRow = new QCPLayoutGrid;
+    plotLayout()->addElement(2, 0, legendRow);
+    legendRow->setMargins(QMargins(4, 0, 4, 2));
+    legendRow->addElement(0, 0, legend);
+    legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    legend->setWrap(2);
+    legend->setRowSpacing(0);
+    legend->setColumnSpacing(6);
+    legend->setMargins(QMargins(3, 1, 3, 1));
+    plotLayout()->setRowStretchFactor(2, 0.001);
+    yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new CompactTicker));
 
     setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     setNoAntialiasingOnDrag(true);
@@ -282,7 +365,7 @@ void MetricPlot::setLogY(bool on) {
         yAxis->setNumberPrecision(0);
     } else {
         yAxis->setScaleType(QCPAxis::stLinear);
-        yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+        yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new CompactTicker));
         yAxis->setNumberFormat(QStringLiteral("gb"));
         yAxis->setNumberPrecision(6);
     }
@@ -330,6 +413,13 @@ QString MetricPlot::readout(double key) const {
 }
 
 void MetricPlot::mouseMoveEvent(QMouseEvent* event) {
+    // A drag pans the view: from then on the plot no longer follows new points. A click that
+    // does not move keeps following.
+    if (pressed_ && follow_ && (event->buttons() & Qt::LeftButton) &&
+        (event->pos() - pressPos_).manhattanLength() >= QApplication::startDragDistance()) {
+        follow_ = false;
+        Q_EMIT userNavigated();
+    }
     QCustomPlot::mouseMoveEvent(event);
     if (event->buttons() != Qt::NoButton) return;
     if (!axisRect()->rect().contains(event->pos())) {
@@ -362,10 +452,15 @@ void MetricPlot::wheelEvent(QWheelEvent* event) {
 
 void MetricPlot::mousePressEvent(QMouseEvent* event) {
     if (event->button() == Qt::LeftButton) {
-        follow_ = false;
-        Q_EMIT userNavigated();
+        pressed_ = true;
+        pressPos_ = event->pos();
     }
     QCustomPlot::mousePressEvent(event);
+}
+
+void MetricPlot::mouseReleaseEvent(QMouseEvent* event) {
+    if (event->button() == Qt::LeftButton) pressed_ = false;
+    QCustomPlot::mouseReleaseEvent(event);
 }
 
 void MetricPlot::mouseDoubleClickEvent(QMouseEvent* event) {

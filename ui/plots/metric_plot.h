@@ -18,6 +18,16 @@ struct MetricGroup {
     QStringList patterns;      ///< wildcard patterns of metric names ("optim/LR*")
     bool smoothed = true;      ///< draw the EMA over the raw line
     bool includeZero = false;  ///< the value axis always shows 0 (memory: usage against nothing)
+
+    bool operator==(const MetricGroup& o) const {
+        return title == o.title && patterns == o.patterns && smoothed == o.smoothed &&
+               includeZero == o.includeZero;
+    }
+    /// Whether the metric `name` matches one of the patterns.
+    bool accepts(const QString& name) const;
+    /// For QSettings: {title, patterns, smoothed, includeZero}.
+    QVariantMap toVariant() const;
+    static MetricGroup fromVariant(const QVariantMap& map);
 };
 
 class MetricPlot : public QCustomPlot {
@@ -50,9 +60,13 @@ public:
     static QCPRange valueRange(double lo, double hi, bool includeZero);
     /// The text of the hover read-out at a key (x) value.
     QString readout(double key) const;
+    /// Value-axis tick labels: ticks of 10,000 and up in k, M, G, T with as many decimals as the
+    /// tick step needs ("34.95k", "1.2M"), so a narrow plot never shows a clipped "350" for 35,000;
+    /// smaller ticks as QCustomPlot writes them. Empty when `ticks` are all below 10,000.
+    static QVector<QString> compactLabels(const QVector<double>& ticks);
 
 Q_SIGNALS:
-    /// The user zoomed or panned this plot.
+    /// The user zoomed (wheel) or panned (dragged) this plot; a plain click is neither.
     void userNavigated();
 
 protected:
@@ -61,6 +75,7 @@ protected:
     void wheelEvent(QWheelEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void mouseDoubleClickEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
 
 private:
     struct Line {
@@ -84,6 +99,8 @@ private:
     bool follow_ = true;
     QCPItemText* placeholder_ = nullptr;
     QCPItemStraightLine* cursor_ = nullptr;
+    QPoint pressPos_;       ///< where the left button went down
+    bool pressed_ = false;  ///< the left button is down on the plot (a drag may follow)
 };
 
 }  // namespace lathe::ui

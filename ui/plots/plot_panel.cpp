@@ -7,8 +7,11 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMenu>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QSaveFile>
+#include <QScrollArea>
 #include <QSlider>
 #include <QTimer>
 #include <QToolButton>
@@ -33,6 +36,10 @@ QVector<MetricGroup> PlotPanel::defaultGroups() {
          false,
          /*includeZero=*/true},
     };
+}
+
+QVector<MetricGroup> PlotPanel::suggestedGroups() {
+    return {{tr("Tokens per data source"), {QStringLiteral("data/source/*")}, false}};
 }
 
 PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), store_(store) {
@@ -79,36 +86,64 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     reset->setText(tr("Reset view"));
     reset->setToolTip(tr("Fit all data (also: double-click a plot)"));
     controls->addWidget(reset);
+    auto* add = new QToolButton(this);
+    add->setObjectName(QStringLiteral("addPlot"));
+    add->setText(tr("Add plot"));
+    add->setToolTip(
+        tr("Plot any logged metric that no panel shows (right-click a plot to "
+           "remove it)"));
+    add->setPopupMode(QToolButton::InstantPopup);
+    addMenu_ = new QMenu(add);
+    add->setMenu(addMenu_);
+    connect(addMenu_, &QMenu::aboutToShow, this, &PlotPanel::fillAddMenu);
+    controls->addWidget(add);
     controls->addStretch(1);
     // (Exporting is in the File menu: buttons here made the panel too wide for small screens.)
     layout->addLayout(controls);
 
-    grid_ = new QWidget(this);
+    // Shown while the plots do not follow new points, so that a drag never stops it silently.
+    followBanner_ = new QWidget(this);
+    followBanner_->setObjectName(QStringLiteral("followBanner"));
+    followBanner_->setAutoFillBackground(true);
+    QPalette bannerPalette = followBanner_->palette();
+    bannerPalette.setColor(QPalette::Window, bannerPalette.color(QPalette::ToolTipBase));
+    bannerPalette.setColor(QPalette::WindowText, bannerPalette.color(QPalette::ToolTipText));
+    followBanner_->setPalette(bannerPalette);
+    auto* bannerLayout = new QHBoxLayout(followBanner_);
+    bannerLayout->setContentsMargins(6, 2, 6, 2);
+    auto* bannerText = new QLabel(
+        tr("Paused: you moved the view, so new points are not scrolled into it."), followBanner_);
+    bannerText->setWordWrap(true);
+    bannerLayout->addWidget(bannerText, 1);
+    auto* resume = new QPushButton(tr("Follow latest"), followBanner_);
+    resume->setObjectName(QStringLiteral("resumeFollow"));
+    bannerLayout->addWidget(resume);
+    followBanner_->hide();
+    layout->addWidget(followBanner_);
+    connect(resume, &QPushButton::clicked, this, &PlotPanel::resetView);
+
+    // The panels scroll when there are more than the window can show at their minimum size.
+    auto* scroll = new QScrollArea(this);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidgetResizable(true);
+    grid_ = new QWidget(scroll);
     auto* gridLayout = new QGridLayout(grid_);
     gridLayout->setContentsMargins(0, 0, 0, 0);
     gridLayout->setSpacing(4);
-    const auto groups = defaultGroups();
-    for (int i = 0; i < groups.size(); ++i) {
-        auto* plot = new MetricPlot(groups[i], store_, grid_);
-        plots_.append(plot);
-        gridLayout->addWidget(plot, i / 2, i % 2);
-        connect(plot, &MetricPlot::userNavigated, this, [this] {
-            QSignalBlocker block(follow_);
-            follow_->setChecked(false);
-            for (auto* p : plots_) p->setFollowLatest(false);
-        });
-    }
-    layout->addWidget(grid_, 1);
+    scroll->setWidget(grid_);
+    layout->addWidget(scroll, 1);
 
     replotTimer_ = new QTimer(this);
     replotTimer_->setSingleShot(true);
     replotTimer_->setInterval(kReplotIntervalMs);
     connect(replotTimer_, &QTimer::timeout, this, &PlotPanel::replotNow);
+    for (const auto& g : defaultGroups()) addPanel(g);
 
     connect(store_, &MetricStore::appended, this, &PlotPanel::scheduleReplot);
     connect(store_, &MetricStore::cleared, this, &PlotPanel::scheduleReplot);
     connect(store_, &MetricStore::smoothingChanged, this, &PlotPanel::scheduleReplot);
     connect(store_, &MetricStore::restructured, this, &PlotPanel::scheduleReplot);
+    connect(store_, &MetricStore::seriesAdded, this, &PlotPanel::onSeriesAdded);
     connect(smoothing_, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
     connect(logY_, &QCheckBox::toggled, this, &PlotPanel::setLogY);
     connect(xAxis_, &QComboBox::currentIndexChanged, this, [this](int) {
@@ -116,6 +151,138 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     });
     connect(follow_, &QCheckBox::toggled, this, &PlotPanel::setFollowLatest);
     connect(reset, &QToolButton::clicked, this, &PlotPanel::resetView);
+}
+
+QVector<MetricGroup> PlotPanel::groups() const {
+    QVector<MetricGroup> out;
+    for (auto* p : plots_) out << p->group();
+    return out;
+}
+
+MetricPlot* PlotPanel::addPanel(const MetricGroup& group) {
+    auto* plot = new MetricPlot(group, store_, grid_);
+    plot->setLogY(logY_->isChecked());
+    plot->setXAxis(static_cast<MetricStore::Axis>(xAxis_->currentData().toInt()));
+    plot->setFollowLatest(follow_->isChecked());
+    plot->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(plot, &QWidget::customContextMenuRequested, this,
+            [this, plot](const QPoint& pos) { showPlotMenu(plot, pos); });
+    connect(plot, &MetricPlot::userNavigated, this, [this] {
+        {
+            QSignalBlocker block(follow_);
+            follow_->setChecked(false);
+        }
+        for (auto* p : plots_) p->setFollowLatest(false);
+        followBanner_->show();
+    });
+    plots_.append(plot);
+    relayout();
+    scheduleReplot();
+    Q_EMIT panelsChanged();
+    return plot;
+}
+
+void PlotPanel::removePanel(MetricPlot* plot) {
+    if (!plots_.removeOne(plot)) return;
+    for (const auto& g : suggestedGroups())
+        if (g.patterns == plot->group().patterns) dismissed_ << g.patterns.join(QLatin1Char(';'));
+    plot->deleteLater();
+    plot->hide();
+    relayout();
+    Q_EMIT panelsChanged();
+}
+
+void PlotPanel::setGroups(const QVector<MetricGroup>& groups) {
+    const QVector<MetricGroup> wanted = groups.isEmpty() ? defaultGroups() : groups;
+    if (wanted == this->groups()) return;
+    QSignalBlocker block(this);
+    for (auto* p : plots_) {
+        p->hide();
+        p->deleteLater();
+    }
+    plots_.clear();
+    for (const auto& g : wanted) addPanel(g);
+    block.unblock();
+    Q_EMIT panelsChanged();
+}
+
+void PlotPanel::resetPanels() {
+    dismissed_.clear();
+    setGroups(defaultGroups());
+}
+
+void PlotPanel::relayout() {
+    auto* gridLayout = static_cast<QGridLayout*>(grid_->layout());
+    while (gridLayout->count() > 0) delete gridLayout->takeAt(0);
+    for (int i = 0; i < plots_.size(); ++i) gridLayout->addWidget(plots_[i], i / 2, i % 2);
+}
+
+QVector<MetricGroup> PlotPanel::pickerChoices() const {
+    QStringList unplotted;
+    for (const QString& name : store_->names()) {
+        const auto* s = store_->series(name);
+        if ((s && s->branch > 0) || plotFor(name)) continue;
+        unplotted << name;
+    }
+    unplotted.sort();
+    QMap<QString, int> folders;
+    for (const QString& name : unplotted) {
+        const int slash = name.lastIndexOf(QLatin1Char('/'));
+        if (slash > 0) ++folders[name.left(slash)];
+    }
+    QVector<MetricGroup> out;
+    for (auto it = folders.cbegin(); it != folders.cend(); ++it)
+        if (it.value() >= 2)
+            out.append({it.key() + QStringLiteral("/*"), {it.key() + QStringLiteral("/*")}, true});
+    for (const QString& name : unplotted) out.append({name, {name}, true});
+    return out;
+}
+
+bool PlotPanel::followBannerVisible() const {
+    return !followBanner_->isHidden();
+}
+
+void PlotPanel::fillAddMenu() {
+    addMenu_->clear();
+    const auto choices = pickerChoices();
+    if (choices.isEmpty()) {
+        addMenu_->addAction(tr("Every logged metric has a panel"))->setEnabled(false);
+    }
+    for (const auto& g : choices) {
+        QString text = g.title;
+        if (g.patterns.front().endsWith(QLatin1Char('*'))) {
+            int n = 0;
+            for (const QString& name : store_->names())
+                if (!plotFor(name) && g.accepts(name)) ++n;
+            text = tr("%1 (%n metrics)", nullptr, n).arg(g.title);
+        }
+        QAction* a = addMenu_->addAction(text);
+        connect(a, &QAction::triggered, this, [this, g] { addPanel(g); });
+    }
+    addMenu_->addSeparator();
+    connect(addMenu_->addAction(tr("Reset to the default panels")), &QAction::triggered, this,
+            &PlotPanel::resetPanels);
+}
+
+void PlotPanel::showPlotMenu(MetricPlot* plot, const QPoint& pos) {
+    QMenu menu(this);
+    connect(menu.addAction(tr("Remove “%1”").arg(plot->group().title)), &QAction::triggered, this,
+            [this, plot] { removePanel(plot); });
+    connect(menu.addAction(tr("Reset to the default panels")), &QAction::triggered, this,
+            &PlotPanel::resetPanels);
+    menu.exec(plot->mapToGlobal(pos));
+}
+
+void PlotPanel::onSeriesAdded(const QString& name) {
+    const auto* s = store_->series(name);
+    if ((s && s->branch > 0) || plotFor(name)) return;
+    for (const auto& g : suggestedGroups()) {
+        if (dismissed_.contains(g.patterns.join(QLatin1Char(';')))) continue;
+        if (g.accepts(name)) {
+            addPanel(g);
+            return;
+        }
+    }
 }
 
 MetricPlot* PlotPanel::plotFor(const QString& metricName) const {
@@ -170,6 +337,7 @@ void PlotPanel::setFollowLatest(bool on) {
         QSignalBlocker block(follow_);
         follow_->setChecked(on);
     }
+    followBanner_->setVisible(!on);
     for (auto* p : plots_) p->setFollowLatest(on);
     scheduleReplot();
 }

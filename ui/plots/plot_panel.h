@@ -2,6 +2,12 @@
 // (smoothing, log y, x axis, follow latest, reset, PNG/CSV export). Repaints are coalesced: new
 // data only starts a single-shot timer (kReplotIntervalMs) when none is pending, so the plots
 // repaint at most ~20 times a second however fast metrics arrive.
+//
+// The panels are not fixed: "Add plot" offers every logged metric that no panel draws (and each
+// of their folders as one panel, "data/source/*"), a plot's context menu removes it, and
+// groups()/setGroups() let the window keep the set between sessions. Metrics of a suggested group
+// (the mixture's data/source/* tokens) get their panel when they first arrive. When a drag or
+// the wheel stops following new points, a bar says so and offers "Follow latest".
 #pragma once
 
 #include "ui/plots/metric_plot.h"
@@ -12,6 +18,7 @@
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QMenu;
 class QSlider;
 class QTimer;
 
@@ -27,6 +34,23 @@ public:
 
     /// The groups shown, in order: loss, LR, grad norm, throughput, eval, memory.
     static QVector<MetricGroup> defaultGroups();
+    /// Groups that appear by themselves when their metrics first arrive (data/source/*).
+    static QVector<MetricGroup> suggestedGroups();
+
+    /// The panels, in order.
+    QVector<MetricGroup> groups() const;
+    /// Replaces every panel (an empty list: the default groups).
+    void setGroups(const QVector<MetricGroup>& groups);
+    /// Adds a panel at the end; returns it.
+    MetricPlot* addPanel(const MetricGroup& group);
+    void removePanel(MetricPlot* plot);
+    /// Back to defaultGroups().
+    void resetPanels();
+    /// What "Add plot" offers: one panel per folder holding two or more metrics no panel draws
+    /// ("data/source/*"), then one per such metric.
+    QVector<MetricGroup> pickerChoices() const;
+    /// Whether the "not following" bar is shown.
+    bool followBannerVisible() const;
 
     QVector<MetricPlot*> plots() const { return plots_; }
     MetricPlot* plotFor(const QString& metricName) const;
@@ -48,9 +72,17 @@ public Q_SLOTS:
     void exportPngInteractive();
     void exportCsvInteractive();
 
+Q_SIGNALS:
+    /// A panel was added or removed (the window saves the set).
+    void panelsChanged();
+
 private:
     void scheduleReplot();
     void replotNow();
+    void relayout();
+    void fillAddMenu();
+    void showPlotMenu(MetricPlot* plot, const QPoint& pos);
+    void onSeriesAdded(const QString& name);
 
     MetricStore* store_;
     QVector<MetricPlot*> plots_;
@@ -61,6 +93,9 @@ private:
     QCheckBox* logY_ = nullptr;
     QComboBox* xAxis_ = nullptr;
     QCheckBox* follow_ = nullptr;
+    QWidget* followBanner_ = nullptr;
+    QMenu* addMenu_ = nullptr;
+    QStringList dismissed_;  ///< suggested groups the user removed: not added again
     int replots_ = 0;
     bool rebuildPending_ = false;
 };

@@ -15,6 +15,7 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QRandomGenerator>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -108,6 +109,14 @@ private Q_SLOTS:
         for (int i = 0; i < 40; ++i)
             writeFile(text_ + QStringLiteral("/doc%1.txt").arg(i, 2, 10, QLatin1Char('0')),
                       makeText(static_cast<quint32>(i), 60));
+    }
+
+    // Every test starts from the preset and the default panels, not from the last test's form
+    // (the window restores both from QSettings).
+    void init() {
+        QSettings s;
+        s.remove(QStringLiteral("editor/session"));
+        s.remove(QStringLiteral("plots/panels"));
     }
 
     void requestsAndProgressLines() {

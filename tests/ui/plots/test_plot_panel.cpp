@@ -2,7 +2,10 @@
 // replot), axis modes, log y, follow-latest, hover read-out, PNG and CSV export.
 #include "ui/plots/plot_panel.h"
 
+#include <QPushButton>
+#include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QtTest>
 
 using lathe::ui::MetricStore;
@@ -159,6 +162,139 @@ private Q_SLOTS:
         QVERIFY(f.open(QIODevice::ReadOnly));
         QCOMPARE(f.readAll().count('\n'), 101);
         QVERIFY(!panel.exportCsv(dir.filePath(QStringLiteral("missing/dir/m.csv"))));
+    }
+
+    // Large values get compact labels with the decimals the tick step needs: a narrow plot once
+    // showed a clipped "350" for 35,000 tokens/s (issue 34). The legend sits under the axis rect,
+    // never over the curve or the labels.
+    void valueLabelsAndLegendStayReadable() {
+        using lathe::ui::MetricPlot;
+        QCOMPARE(MetricPlot::compactLabels({34900, 34950, 35000}),
+                 (QVector<QString>{"34.90k", "34.95k", "35.00k"}));
+        QCOMPARE(MetricPlot::compactLabels({0, 1e6, 2e6}), (QVector<QString>{"0", "1M", "2M"}));
+        QCOMPARE(MetricPlot::compactLabels({0, 2e9, 4e9}), (QVector<QString>{"0", "2G", "4G"}));
+        QVERIFY(MetricPlot::compactLabels({0.5, 1, 1.5}).isEmpty());  // QCustomPlot's own
+
+        MetricStore store;
+        PlotPanel panel(&store);
+        panel.resize(700, 500);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        for (int i = 1; i <= 50; ++i) {
+            store.append(QStringLiteral("throughput/device/TPS"), i, i, i, 35000 + (i % 7) * 20);
+            store.append(QStringLiteral("throughput/device/TPS (actual avg)"), i, i, i,
+                         34900 + (i % 5) * 30);
+        }
+        QTRY_VERIFY(!panel.replotPending());
+        auto* plot = panel.plotFor(QStringLiteral("throughput/device/TPS"));
+        plot->replot(QCustomPlot::rpImmediateRefresh);
+        const auto labels = plot->yAxis->tickVectorLabels();
+        QVERIFY(!labels.isEmpty());
+        for (const QString& l : labels) QVERIFY2(l.endsWith(QLatin1Char('k')), qPrintable(l));
+        const QRect axisRect = plot->axisRect()->outerRect();
+        QVERIFY(plot->legend->visible());
+        QVERIFY2(!plot->legend->outerRect().intersects(axisRect),
+                 qPrintable(QStringLiteral("legend %1,%2 %3x%4 over the axis rect")
+                                .arg(plot->legend->outerRect().x())
+                                .arg(plot->legend->outerRect().y())
+                                .arg(plot->legend->outerRect().width())
+                                .arg(plot->legend->outerRect().height())));
+        QVERIFY(plot->legend->outerRect().top() >= axisRect.bottom());
+    }
+
+    // A click keeps following; a drag stops it and a bar says so, with a button that resumes
+    // (issue 34: a click stopped following silently).
+    void followingStopsVisiblyAndResumes() {
+        MetricStore store;
+        PlotPanel panel(&store);
+        panel.resize(900, 600);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        for (int i = 1; i <= 100; ++i)
+            store.append(QStringLiteral("train/CE loss"), i, i, i, 10.0 / i);
+        QTRY_VERIFY(!panel.replotPending());
+        auto* plot = panel.plotFor(QStringLiteral("train/CE loss"));
+        const QPoint centre = plot->axisRect()->rect().center();
+
+        QTest::mouseClick(plot, Qt::LeftButton, {}, centre);
+        QVERIFY(plot->followLatest());
+        QVERIFY(!panel.followBannerVisible());
+
+        QTest::mousePress(plot, Qt::LeftButton, {}, centre);
+        QMouseEvent move(QEvent::MouseMove, QPointF(centre + QPoint(40, 0)),
+                         QPointF(plot->mapToGlobal(centre + QPoint(40, 0))), Qt::NoButton,
+                         Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(plot, &move);
+        QTest::mouseRelease(plot, Qt::LeftButton, {}, centre + QPoint(40, 0));
+        QVERIFY(!plot->followLatest());
+        QVERIFY(panel.followBannerVisible());
+        store.append(QStringLiteral("train/CE loss"), 500, 500, 500, 0.01);
+        QTRY_VERIFY(!panel.replotPending());
+        QVERIFY(plot->xAxis->range().upper < 500);  // the view stays where the user put it
+
+        auto* resume = panel.findChild<QPushButton*>(QStringLiteral("resumeFollow"));
+        QVERIFY(resume && resume->isVisible());
+        resume->click();
+        QVERIFY(plot->followLatest());
+        QVERIFY(!panel.followBannerVisible());
+        QTRY_VERIFY(!panel.replotPending());
+        QCOMPARE(plot->xAxis->range().upper, 500.0);
+    }
+
+    // Panels are not fixed: "Add plot" offers any logged metric no panel draws, a panel can be
+    // removed, and a mixture's data/source/* tokens get their own panel when they first arrive.
+    void metricPickerAddsAndRemovesPanels() {
+        using lathe::ui::MetricGroup;
+        MetricStore store;
+        PlotPanel panel(&store);
+        panel.resize(900, 700);
+        panel.show();
+        QSignalSpy changed(&panel, &PlotPanel::panelsChanged);
+        const int defaults = panel.plots().size();
+
+        store.append(QStringLiteral("data/source/web tokens"), 1, 1, 1, 300);
+        auto* sources = panel.plotFor(QStringLiteral("data/source/web tokens"));
+        QVERIFY(sources);
+        QCOMPARE(sources->group().title, QStringLiteral("Tokens per data source"));
+        store.append(QStringLiteral("data/source/code tokens"), 1, 1, 1, 100);
+        QCOMPARE(panel.plotFor(QStringLiteral("data/source/code tokens")), sources);
+        QCOMPARE(panel.plots().size(), defaults + 1);
+
+        store.append(QStringLiteral("train/masked labels (%)"), 1, 1, 1, 40);
+        QVERIFY(!panel.plotFor(QStringLiteral("train/masked labels (%)")));
+        // Through the real menu.
+        auto* add = panel.findChild<QToolButton*>(QStringLiteral("addPlot"));
+        QVERIFY(add && add->menu());
+        Q_EMIT add->menu()->aboutToShow();
+        QAction* pick = nullptr;
+        for (QAction* a : add->menu()->actions())
+            if (a->text() == QStringLiteral("train/masked labels (%)")) pick = a;
+        QVERIFY(pick);
+        pick->trigger();
+        auto* masked = panel.plotFor(QStringLiteral("train/masked labels (%)"));
+        QVERIFY(masked);
+        QVERIFY(changed.count() >= 2);
+
+        // Removed panels stay removed; their metrics go back to the picker, a folder as one.
+        panel.removePanel(masked);
+        panel.removePanel(sources);
+        QVERIFY(!panel.plotFor(QStringLiteral("train/masked labels (%)")));
+        store.append(QStringLiteral("data/source/books tokens"), 2, 2, 2, 50);
+        QVERIFY(!panel.plotFor(QStringLiteral("data/source/books tokens")));
+        const auto choices = panel.pickerChoices();
+        QVERIFY(!choices.isEmpty());
+        QCOMPARE(choices.front().patterns, QStringList{QStringLiteral("data/source/*")});
+
+        // The set round-trips (the window keeps it in QSettings).
+        panel.addPanel(choices.front());
+        QVector<MetricGroup> saved;
+        for (const auto& g : panel.groups()) saved << MetricGroup::fromVariant(g.toVariant());
+        QCOMPARE(saved, panel.groups());
+        panel.resetPanels();
+        QCOMPARE(panel.groups(), PlotPanel::defaultGroups());
+        panel.setGroups(saved);
+        QCOMPARE(panel.groups(), saved);
+        QVERIFY(panel.plotFor(QStringLiteral("data/source/books tokens")));
     }
 };
 

@@ -20,6 +20,7 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
+#include <QSettings>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QUndoStack>
@@ -48,6 +49,14 @@ private Q_SLOTS:
         QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
         QCoreApplication::setApplicationName(QStringLiteral("lathe-runs-e2e"));
         qputenv("LATHE_ENGINE", lathe::testing::engine_path().toUtf8());
+    }
+
+    // Every test starts from the preset and the default panels, not from the last test's form
+    // (the window restores both from QSettings).
+    void init() {
+        QSettings s;
+        s.remove(QStringLiteral("editor/session"));
+        s.remove(QStringLiteral("plots/panels"));
     }
 
     void selectCheckpointAndResume() {
