@@ -6,6 +6,7 @@
 #include "ui/config/layout_diagram.h"
 #include "ui/control/run_session.h"
 #include "ui/data/data_dialog.h"
+#include "ui/data/mixture_editor.h"
 #include "ui/logs/log_model.h"
 #include "ui/logs/log_view.h"
 #include "ui/plots/metric_store.h"
@@ -521,7 +522,9 @@ DataDialog* MainWindow::showDataDialog() {
                 [this](const QVector<std::pair<QString, lathe::config::Json>>& changes) {
                     for (const auto& [path, value] : changes) editor_->editField(path, value);
                 });
+        dataDialog_->mixtureEditor()->setConfigProvider([this] { return editor_->document(); });
     }
+    dataDialog_->mixtureEditor()->loadFromConfig(editor_->document());
     dataDialog_->show();
     dataDialog_->raise();
     return dataDialog_;

@@ -322,9 +322,28 @@ int cmd_chat(const Args& args) {
 }
 
 int cmd_dataset(const Args& args) {
-    auto p = parse_args(args, {"--instances"}, {"--decode"});
+    auto p = parse_args(args, {"--instances"}, {"--decode", "--plan"});
     config::ExperimentConfig cfg;
     if (!load_config(p, "dataset", cfg)) return kExitUsage;
+    if (p.has("--plan")) {  // a mixture's sources: what they hold and need, before building it
+        double ratio_sum = 0;
+        for (const auto& src : cfg.dataset.mixture.sources) ratio_sum += src.target_ratio;
+        nlohmann::json sources = nlohmann::json::array();
+        for (const auto& plan : data::TokenDataset::plan_mixture(cfg.dataset, cfg.model.vocab_size))
+            sources.push_back({{"name", plan.name},
+                               {"available_tokens", plan.available_tokens},
+                               {"needed_tokens", plan.needed_tokens},
+                               {"allowed_tokens", plan.allowed_tokens},
+                               {"repetitions", plan.repetitions},
+                               {"max_repetition_ratio", plan.max_repetition_ratio},
+                               {"fits", plan.fits()}});
+        std::cout << nlohmann::json({{"requested_tokens", *cfg.dataset.mixture.requested_tokens},
+                                     {"ratio_sum", ratio_sum},
+                                     {"sources", sources}})
+                         .dump()
+                  << "\n";
+        return kExitOk;
+    }
     const auto ds = data::TokenDataset::build(cfg.dataset, cfg.model.vocab_size, {},
                                               cfg.data_loader.global_batch_size);
     std::unique_ptr<tokenizer::Tokenizer> tok;

@@ -47,7 +47,8 @@ Commands:
                                      tokenized, with their label masks (as prepare-data --chat)
   dataset [CONFIG] [a.b=value ...]   describe the config's data; --instances A:B prints those
         [--instances A:B] [--decode] instances' ids (and text, and whether the repetition
-                                     filter keeps them)
+        [--plan]                     filter keeps them); --plan: each mixture source's tokens,
+                                     what its ratio needs and the repetition that takes
   runs [ROOT] [--json]               the runs under ROOT (default: the runs folder) and where each
                                      stands: running, finished, stopped, failed, or interrupted
                                      (status "running" but its process is gone)

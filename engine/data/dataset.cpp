@@ -465,6 +465,72 @@ std::shared_ptr<TokenDataset> TokenDataset::build(const config::DatasetConfig& c
     return ds;
 }
 
+namespace {
+
+// What source `src` with `population` tokens is asked for (one definition for the plan and the
+// build).
+MixtureSourcePlan plan_source(const config::MixtureSourceConfig& src, int64_t population,
+                              int64_t requested) {
+    MixtureSourcePlan p;
+    p.name = src.source_name;
+    p.available_tokens = population;
+    p.needed_tokens = static_cast<int64_t>(static_cast<double>(requested) * src.target_ratio);
+    p.allowed_tokens = static_cast<int64_t>(static_cast<double>(population) *
+                                            src.max_source_fraction * src.max_repetition_ratio);
+    const double usable = static_cast<double>(population) * src.max_source_fraction;
+    p.repetitions = usable > 0 ? static_cast<double>(p.needed_tokens) / usable
+                               : (p.needed_tokens > 0 ? INFINITY : 0.0);
+    p.max_repetition_ratio = src.max_repetition_ratio;
+    return p;
+}
+
+std::string plan_error(std::size_t s, const config::MixtureSourceConfig& src,
+                       const MixtureSourcePlan& p, int64_t requested) {
+    char need[32];
+    std::snprintf(need, sizeof need, "%.3f", p.repetitions);
+    return "dataset.mixture.sources[" + std::to_string(s) + "] (" + src.source_name + "): needs " +
+           std::to_string(p.needed_tokens) + " tokens (target_ratio " +
+           std::to_string(src.target_ratio) + " of requested_tokens " + std::to_string(requested) +
+           ") but has " + std::to_string(p.available_tokens) +
+           ", and max_source_fraction x max_repetition_ratio allow " +
+           std::to_string(p.allowed_tokens) + "; that needs max_repetition_ratio >= " + need +
+           ", or a smaller target_ratio or requested_tokens";
+}
+
+}  // namespace
+
+std::vector<MixtureSourcePlan> TokenDataset::plan_mixture(const config::DatasetConfig& cfg,
+                                                          int64_t vocab_size) {
+    const auto& mix = cfg.mixture;
+    if (!mix.enabled()) throw Error("dataset.mixture.sources: empty (no mixture to plan)");
+    if (!mix.requested_tokens)
+        throw Error(
+            "dataset.mixture.requested_tokens: a mixture needs the tokens it holds (its "
+            "sources' ratios divide them)");
+    std::vector<std::pair<int64_t, std::string>> manifest_eos;
+    std::map<std::string, int64_t> sizes;  // each file mapped once
+    std::vector<MixtureSourcePlan> plans;
+    for (std::size_t s = 0; s < mix.sources.size(); ++s) {
+        const auto& src = mix.sources[s];
+        const std::string field = "dataset.mixture.sources[" + std::to_string(s) + "]";
+        if (src.source_name.empty()) throw Error(field + ".source_name: empty");
+        if (src.paths.empty()) throw Error(field + ".paths: empty (" + src.source_name + ")");
+        int64_t population = 0;
+        for (const auto& f :
+             collect_files(cfg, src.paths, field + ".paths", vocab_size, manifest_eos)) {
+            const std::string key = fs::absolute(std::get<0>(f)).lexically_normal().string();
+            auto it = sizes.find(key);
+            if (it == sizes.end())
+                it =
+                    sizes.emplace(key, TokenArray::map_file(std::get<0>(f), std::get<1>(f))->size())
+                        .first;
+            population += it->second;
+        }
+        plans.push_back(plan_source(src, population, *mix.requested_tokens));
+    }
+    return plans;
+}
+
 void TokenDataset::add_mixture(TokenDataset& ds, const config::DatasetConfig& cfg,
                                int64_t vocab_size, int64_t global_batch_size,
                                const std::string& range_cache,
@@ -536,22 +602,9 @@ void TokenDataset::add_mixture(TokenDataset& ds, const config::DatasetConfig& cf
         const auto& src = mix.sources[s];
         int64_t population = 0;
         for (auto f : source_files[s]) population += ds.files_[static_cast<std::size_t>(f)]->size();
-        const auto needed = static_cast<int64_t>(static_cast<double>(requested) * src.target_ratio);
-        const auto allowed = static_cast<int64_t>(
-            static_cast<double>(population) * src.max_source_fraction * src.max_repetition_ratio);
-        if (allowed < needed) {
-            const double repeats = static_cast<double>(needed) /
-                                   (static_cast<double>(population) * src.max_source_fraction);
-            char need[32];
-            std::snprintf(need, sizeof need, "%.3f", repeats);
-            throw Error("dataset.mixture.sources[" + std::to_string(s) + "] (" + src.source_name +
-                        "): needs " + std::to_string(needed) + " tokens (target_ratio " +
-                        std::to_string(src.target_ratio) + " of requested_tokens " +
-                        std::to_string(requested) + ") but has " + std::to_string(population) +
-                        ", and max_source_fraction x max_repetition_ratio allow " +
-                        std::to_string(allowed) + "; that needs max_repetition_ratio >= " + need +
-                        ", or a smaller target_ratio or requested_tokens");
-        }
+        const MixtureSourcePlan plan = plan_source(src, population, requested);
+        const int64_t needed = plan.needed_tokens;
+        if (!plan.fits()) throw Error(plan_error(s, src, plan, requested));
         const double take = population > 0 ? static_cast<double>(needed) / population : 0.0;
         std::vector<double> passes;
         if (take > 1) {

@@ -56,6 +56,18 @@ private:
     std::string name_;
 };
 
+/// One source of a mixture as planned before any instance is drawn (OLMo-core's
+/// SourceMixtureDatasetConfig checks): what its files hold and what its ratio asks of them.
+struct MixtureSourcePlan {
+    std::string name;
+    int64_t available_tokens = 0;  ///< in its files
+    int64_t needed_tokens = 0;     ///< target_ratio x requested_tokens
+    int64_t allowed_tokens = 0;    ///< available x max_source_fraction x max_repetition_ratio
+    double repetitions = 0;        ///< needed / (available x max_source_fraction)
+    double max_repetition_ratio = 1;
+    bool fits() const { return allowed_tokens >= needed_tokens; }
+};
+
 class TokenDataset {
 public:
     /// Builds the source described by `cfg`. Throws lathe::Error naming the file and the reason
@@ -72,6 +84,13 @@ public:
     static std::shared_ptr<TokenDataset> build(const config::DatasetConfig& cfg, int64_t vocab_size,
                                                const std::string& range_cache = {},
                                                int64_t global_batch_size = 0);
+
+    /// dataset.mixture's sources without building them: each one's files (as build() finds them,
+    /// its token range not checked) and what its target_ratio needs of them. Throws lathe::Error
+    /// for a missing requested_tokens, path or name, as build() does; a source that needs more
+    /// repetition than allowed is reported (fits() false), not refused.
+    static std::vector<MixtureSourcePlan> plan_mixture(const config::DatasetConfig& cfg,
+                                                       int64_t vocab_size);
 
     int64_t sequence_length() const { return seq_len_; }
     int64_t num_instances() const { return static_cast<int64_t>(starts_.size()); }

@@ -1,5 +1,7 @@
 #include "ui/data/data_dialog.h"
+
 #include "ui/data/chat_preview.h"
+#include "ui/data/mixture_editor.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -15,6 +17,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
@@ -22,8 +25,18 @@ namespace lathe::ui {
 
 DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(this)) {
     setObjectName(QStringLiteral("dataDialog"));
-    setWindowTitle(tr("Prepare data"));
-    auto* layout = new QVBoxLayout(this);
+    setWindowTitle(tr("Data"));
+    // Two tabs: Prepare (text to token files) and Mixture (sources in set proportions).
+    auto* outer = new QVBoxLayout(this);
+    tabs_ = new QTabWidget(this);
+    tabs_->setObjectName(QStringLiteral("dataTabs"));
+    outer->addWidget(tabs_);
+    auto* preparePage = new QWidget(tabs_);
+    auto* layout = new QVBoxLayout(preparePage);
+    tabs_->addTab(preparePage, tr("Prepare"));
+    mixture_ = new MixtureEditor(tabs_);
+    tabs_->addTab(mixture_, tr("Mixture"));
+    connect(mixture_, &MixtureEditor::applyToConfig, this, &DataDialog::applyToConfig);
 
     auto* inputsBox = new QGroupBox(tr("Text"), this);
     auto* inputsLayout = new QVBoxLayout(inputsBox);

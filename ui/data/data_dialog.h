@@ -1,7 +1,7 @@
-// DataDialog: the workbench's Data page. Choose text files or folders, pick a tokenizer file or
-// train one (SentencePiece, with its vocabulary size), prepare token files with a progress bar and
-// Cancel; on success the config editor gets dataset.* and model.vocab_size (applyToConfig). A
-// thin view over PrepareJob.
+// DataDialog: the workbench's Data page. Prepare tab: choose text files or folders, pick a
+// tokenizer file or train one (SentencePiece, with its vocabulary size), prepare token files with a
+// progress bar and Cancel; on success the config editor gets dataset.* and model.vocab_size
+// (applyToConfig). A thin view over PrepareJob. Mixture tab: MixtureEditor (dataset.mixture).
 #pragma once
 
 #include "ui/data/prepare_job.h"
@@ -16,9 +16,12 @@ class QListWidget;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QTabWidget;
 class QTextBrowser;
 
 namespace lathe::ui {
+
+class MixtureEditor;
 
 class DataDialog : public QDialog {
     Q_OBJECT
@@ -27,6 +30,8 @@ public:
     explicit DataDialog(QWidget* parent = nullptr);
 
     PrepareJob* job() const { return job_; }
+    MixtureEditor* mixtureEditor() const { return mixture_; }
+    QTabWidget* tabs() const { return tabs_; }
     /// The request the fields describe.
     PrepareRequest request() const;
 
@@ -56,6 +61,8 @@ private:
     void onFinished(bool ok);
 
     PrepareJob* job_;
+    QTabWidget* tabs_;
+    MixtureEditor* mixture_;
     QListWidget* inputs_;
     QLineEdit* tokenizer_;
     QCheckBox* train_;

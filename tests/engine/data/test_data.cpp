@@ -7,6 +7,7 @@
 #include "engine/data/data_loader.h"
 #include "engine/data/instance_filter.h"
 #include "engine/data/numpy_rng.h"
+#include "tests/error_of.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -202,6 +203,51 @@ private Q_SLOTS:
         for (const auto& issue : config::check_consistency(e))
             named = named || issue.path == "dataset.eos_token_id";
         QVERIFY(named);
+    }
+
+    // plan_mixture: each source's tokens and what its ratio needs, reported (not refused) when it
+    // needs more repetition than allowed; build() refuses the same source with the same numbers.
+    void mixturePlan() {
+        QTemporaryDir dir;
+        auto write = [&](const char* name, int n) {
+            std::vector<uint16_t> t(static_cast<std::size_t>(n));
+            for (int i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = uint16_t(i % 200);
+            const std::string path = dir.filePath(name).toStdString();
+            std::ofstream(path, std::ios::binary)
+                .write(reinterpret_cast<const char*>(t.data()), std::streamsize(t.size() * 2));
+            return path;
+        };
+        config::DatasetConfig d;
+        d.source = config::DataSource::numpy;
+        d.token_dtype = config::TokenDType::uint16;
+        d.sequence_length = 64;
+        config::MixtureSourceConfig web{"web", 0.25, {write("a.npy", 5000)}};
+        config::MixtureSourceConfig code{"code", 0.75, {write("b.npy", 2000)}};
+        d.mixture.sources = {web, code};
+        d.mixture.requested_tokens = 4096;
+        auto plans = data::TokenDataset::plan_mixture(d, 256);
+        QCOMPARE(plans.size(), std::size_t(2));
+        QCOMPARE(plans[0].name, std::string("web"));
+        QCOMPARE(plans[0].available_tokens, int64_t(5000));
+        QCOMPARE(plans[0].needed_tokens, int64_t(1024));
+        QVERIFY(plans[0].fits());
+        QCOMPARE(plans[1].needed_tokens, int64_t(3072));
+        QCOMPARE(plans[1].allowed_tokens, int64_t(2000));
+        QVERIFY(!plans[1].fits());
+        QCOMPARE(plans[1].repetitions, 3072.0 / 2000);
+        const std::string error =
+            lathe::testing::error_of([&] { data::TokenDataset::build(d, 256, {}, 256); });
+        QVERIFY2(error.find("(code): needs 3072 tokens") != std::string::npos &&
+                     error.find(">= 1.536") != std::string::npos,
+                 error.c_str());
+        d.mixture.sources[1].max_repetition_ratio = 2;
+        plans = data::TokenDataset::plan_mixture(d, 256);
+        QVERIFY(plans[1].fits());
+        QCOMPARE(plans[1].allowed_tokens, int64_t(4000));
+        d.mixture.sources[1].paths = {dir.filePath("missing.npy").toStdString()};
+        QVERIFY(lathe::testing::error_of([&] {
+                    data::TokenDataset::plan_mixture(d, 256);
+                }).find("dataset.mixture.sources[1].paths") != std::string::npos);
     }
 
     void repetitionFilter() {

@@ -5,6 +5,7 @@
 #include "ui/config/config_editor.h"
 #include "ui/data/chat_preview.h"
 #include "ui/data/data_dialog.h"
+#include "ui/data/mixture_editor.h"
 #include "ui/main_window.h"
 
 #include <QAction>
@@ -13,7 +14,9 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLineEdit>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QRandomGenerator>
 #include <QSettings>
 #include <QSignalSpy>
@@ -232,6 +235,94 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 180000);
         const QString ckpt = root_.path() + "/runs/from-data/step4";
         QVERIFY2(QFileInfo(ckpt + "/tokenizer.model").isFile(), qPrintable(ckpt));
+    }
+
+    // The Mixture tab: sources with ratios, planned tokens at once, the engine's plan (tokens
+    // held, repetition) on Estimate with a warning past max repetition, Apply into the config
+    // (issue 32 item 5).
+    void mixtureEditorPlansAndApplies() {
+        using lathe::ui::MixtureEditor;
+        using lathe::ui::MixtureModel;
+        using Json = lathe::config::Json;
+        auto writeTokens = [&](const QString& name, int n) {
+            QFile f(root_.path() + "/" + name);
+            if (!f.open(QIODevice::WriteOnly)) return QString();
+            for (int i = 0; i < n; ++i) {
+                const quint16 t = quint16(i % 200);
+                f.write(reinterpret_cast<const char*>(&t), 2);
+            }
+            return f.fileName();
+        };
+        const QString web = writeTokens(QStringLiteral("web.npy"), 5000);
+        const QString code = writeTokens(QStringLiteral("code.npy"), 2000);
+
+        MainWindow w;
+        w.editor()->editField(QStringLiteral("dataset.token_dtype"), "uint16");
+        w.editor()->editField(QStringLiteral("dataset.sequence_length"), 64);
+        DataDialog* d = w.showDataDialog();
+        MixtureEditor* m = d->mixtureEditor();
+        MixtureModel* model = m->model();
+        QCOMPARE(model->addSource({web}), 0);
+        QCOMPARE(model->addSource({code}), 1);
+        QCOMPARE(model->sources()[0].name, QStringLiteral("web"));
+        QCOMPARE(model->sources()[1].ratio, 0.0);  // what the first one left
+        QVERIFY(m->problemsText().contains(QStringLiteral("requested_tokens")));
+        auto* requested = m->findChild<QLineEdit*>(QStringLiteral("mixtureRequested"));
+        QTest::keyClicks(requested, QStringLiteral("4096"));
+        QCOMPARE(model->requestedTokens(), std::optional<qint64>(4096));
+        QVERIFY(model->setData(model->index(0, MixtureModel::Ratio), 0.5));
+        QVERIFY(model->setData(model->index(1, MixtureModel::Ratio), 1.5));
+        QVERIFY2(m->problemsText().contains(QStringLiteral("sum to 2")),
+                 qPrintable(m->problemsText()));
+        model->normalizeRatios();
+        QCOMPARE(model->sources()[0].ratio, 0.25);
+        QCOMPARE(model->plannedTokens(1), std::optional<qint64>(3072));
+        QCOMPARE(model->data(model->index(1, MixtureModel::Planned)).toString(),
+                 QStringLiteral("3.1k"));
+
+        // The engine's plan: what each source holds, and code needs 1.54x its tokens.
+        QSignalSpy estimated(m, &MixtureEditor::estimated);
+        m->findChild<QPushButton*>(QStringLiteral("mixtureEstimate"))->click();
+        QVERIFY(estimated.wait(60000));
+        QVERIFY2(estimated.at(0).at(0).toBool(), qPrintable(estimated.at(0).at(1).toString()));
+        QCOMPARE(model->sources()[0].available, std::optional<qint64>(5000));
+        QCOMPARE(model->sources()[1].available, std::optional<qint64>(2000));
+        QCOMPARE(*model->sources()[1].repetitions, 1.536);
+        QCOMPARE(model->data(model->index(1, MixtureModel::Repetition)).toString(),
+                 QStringLiteral("1.54×"));
+        QVERIFY(
+            model->data(model->index(1, MixtureModel::Repetition), Qt::ForegroundRole).isValid());
+        QVERIFY2(m->problemsText().contains(QStringLiteral("code needs 3.1k tokens but has 2.0k")),
+                 qPrintable(m->problemsText()));
+        auto* apply = m->findChild<QPushButton*>(QStringLiteral("mixtureApply"));
+        QVERIFY(!apply->isEnabled());
+        QVERIFY(!m->apply());
+
+        // Allowing two passes over code clears it without asking the engine again.
+        QVERIFY(model->setData(model->index(1, MixtureModel::MaxRepetition), 2.0));
+        QVERIFY2(m->problemsText().isEmpty(), qPrintable(m->problemsText()));
+        QVERIFY(apply->isEnabled());
+        apply->click();
+        const Json& doc = w.editor()->document();
+        QCOMPARE(doc["dataset"]["source"], Json("numpy"));
+        QCOMPARE(doc["dataset"]["mixture"]["requested_tokens"], Json(4096));
+        QCOMPARE(doc["dataset"]["mixture"]["sources"].size(), std::size_t(2));
+        QCOMPARE(doc["dataset"]["mixture"]["sources"][1]["source_name"], Json("code"));
+        QCOMPARE(doc["dataset"]["mixture"]["sources"][1]["max_repetition_ratio"], Json(2.0));
+
+        // A bad path: the engine's message, naming the field.
+        QVERIFY(model->setData(model->index(1, MixtureModel::Paths), root_.path() + "/none.npy"));
+        QVERIFY(m->estimate());
+        QVERIFY(estimated.wait(60000));
+        QVERIFY(!estimated.last().at(0).toBool());
+        QVERIFY2(m->problemsText().contains(QStringLiteral("dataset.mixture.sources[1].paths")),
+                 qPrintable(m->problemsText()));
+
+        // The table round-trips dataset.mixture, and a new window's editor fills it.
+        MixtureModel copy;
+        QVERIFY(copy.fromJson(doc["dataset"]["mixture"]));
+        QCOMPARE(copy.toJson(), doc["dataset"]["mixture"]);
+        QVERIFY(!copy.fromJson(Json("not a mixture")));
     }
 
     // Cancel stops prepare-data and keeps its finished shards; Prepare again goes on.
