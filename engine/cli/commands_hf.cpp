@@ -1,5 +1,6 @@
 // lathe-engine export, import and generate: models out to and in from Hugging Face, and text out
 // of a model.
+#include "engine/chat/conversation.h"
 #include "engine/chat/template.h"
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/hf_convert.h"
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -323,7 +325,8 @@ std::string parse_generate(const ParsedArgs& p, GenerateRequest& r) {
         o.max_new_tokens < 0 || !(o.top_p > 0 && o.top_p <= 1) || r.max_context < 0)
         return "--temperature (a finite number), --top-k, --max-new-tokens and --max-context "
                "must be >= 0, --top-p in (0, 1]";
-    if (r.prompts.empty() && r.prompt_texts.empty()) return "give --prompt or --prompt-ids";
+    if (r.prompts.empty() && r.prompt_texts.empty() && !p.has("--messages"))
+        return "give --prompt or --prompt-ids (or --chat --messages FILE)";
     if (r.device_name != "cpu" && r.device_name != "cuda") return "--device must be cpu or cuda";
     return {};
 }
@@ -364,6 +367,23 @@ TextCodec text_codec(const hf::ModelSource& source, const std::string& tokenizer
     }
     c.bytes = !c.tok && byte_tokens(path);
     return c;
+}
+
+// generate --chat --messages FILE: a JSON list of {"role", "content"} messages (as in a chat
+// dataset's "messages"), or an object holding one under "messages".
+nlohmann::ordered_json read_messages(const std::string& file) {
+    std::ifstream in(file);
+    if (!in) throw Error(file + ": cannot read the conversation (--messages)");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto j = nlohmann::ordered_json::parse(text.str(), nullptr, false);
+    if (j.is_discarded())
+        throw Error(file +
+                    ": not JSON; --messages takes a list of {\"role\", \"content\"} messages");
+    if (j.is_object() && j.contains("messages")) j = j["messages"];
+    if (!j.is_array())
+        throw Error(file + ": --messages takes a list of {\"role\", \"content\"} messages");
+    return j;
 }
 
 // The chat template for generate --chat: --chat-template, else the tokenizer's folder's, else the
@@ -439,7 +459,7 @@ int cmd_generate(const Args& args) {
     auto p = parse_args(args,
                         {"--prompt", "--prompt-ids", "--tokenizer", "--max-new-tokens",
                          "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--device",
-                         "--threads", "--max-context", "--system", "--chat-template"},
+                         "--threads", "--max-context", "--system", "--chat-template", "--messages"},
                         {"--json", "--no-kv-cache", "--logits", "--chat"});
     GenerateRequest r;
     if (const auto why = parse_generate(p, r); !why.empty()) {
@@ -448,7 +468,8 @@ int cmd_generate(const Args& args) {
                      "--prompt-ids 1,2,3)... [--tokenizer FILE] [--max-new-tokens N] "
                      "[--max-context N] [--temperature T] [--top-k K] [--top-p P] [--seed S] "
                      "[--stop TEXT] [--device cpu|cuda] [--threads N] [--no-kv-cache] "
-                     "[--json [--logits]] [--chat [--system TEXT] [--chat-template FILE]]\n";
+                     "[--json [--logits]] [--chat [--system TEXT] [--chat-template FILE] "
+                     "[--messages FILE]]\n";
         return kExitUsage;
     }
     auto& o = r.o;
@@ -473,19 +494,35 @@ int cmd_generate(const Args& args) {
         const auto tmpl =
             chat_template_for(p.option("--chat-template"), codec.tokenizer_path, path);
         const std::string system = p.option("--system");
-        for (auto& t : r.prompt_texts) {
-            nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-            if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
-            messages.push_back({{"role", "user"}, {"content", t}});
-            t = tmpl.render(messages, true);
+        if (const std::string file = p.option("--messages"); !file.empty()) {
+            // A conversation so far (multi-turn chat): the model writes the next assistant turn.
+            auto messages = read_messages(file);
+            if (!system.empty())
+                messages.insert(messages.begin(),
+                                nlohmann::ordered_json{{"role", "system"}, {"content", system}});
+            for (const auto& t : r.prompt_texts)
+                messages.push_back(nlohmann::ordered_json{{"role", "user"}, {"content", t}});
+            chat::check_conversation(messages, file, false);
+            if (messages.back()["role"] != "user")
+                throw Error(file + ": the last message is the " +
+                            messages.back()["role"].get<std::string>() +
+                            "'s; it must be the user's (or give --prompt TEXT)");
+            r.prompt_texts = {tmpl.render(messages, true)};
+        } else {
+            for (auto& t : r.prompt_texts) {
+                nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+                if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+                messages.push_back({{"role", "user"}, {"content", t}});
+                t = tmpl.render(messages, true);
+            }
         }
         if (tmpl.special_tokens().contains("eos_token")) {
             const auto ids =
                 codec.tok->encode(tmpl.special_tokens()["eos_token"].get<std::string>());
             if (ids.size() == 1) o.stop_ids.push_back(ids[0]);
         }
-    } else if (p.has("--system") || p.has("--chat-template")) {
-        throw Error("--system and --chat-template go with --chat");
+    } else if (p.has("--system") || p.has("--chat-template") || p.has("--messages")) {
+        throw Error("--system, --chat-template and --messages go with --chat");
     }
     for (const auto& t : r.prompt_texts) r.prompts.push_back(codec.ids(t));
     if (!r.stops.empty()) {

@@ -35,7 +35,9 @@ Commands:
                                      --device cpu|cuda, --no-kv-cache, --json (--logits:
                                      the forward's logits over each prompt); prompt plus new
                                      tokens past the model's context are refused unless
-                                     --max-context N allows them
+                                     --max-context N allows them; --chat: the prompt is the
+                                     user's turn in the model's chat template (--system TEXT,
+                                     --messages FILE: the conversation so far, a JSON list)
   tokenizer info|encode|decode FILE  a Hugging Face tokenizer.json (byte-level BPE) or a
                                      SentencePiece model: --text T or --jsonl PATH to encode,
                                      --ids 1,2,3 to decode

@@ -292,6 +292,24 @@ def check_training(work, prepared, fast, tokenizer_file):
     want = fast(fast.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
                 add_special_tokens=False)["input_ids"]
     check(got["prompt_ids"] == want, f"generate --chat prompts as apply_chat_template does ({len(want)} tokens)")
+    # A multi-turn conversation (the workbench's chat mode): --messages FILE, the new user turn
+    # as --prompt.
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello there"}]
+    (work / "history.json").write_text(json.dumps(history))
+    r = lathe("generate", run, "--chat", "--system", "Be brief.", "--messages", work / "history.json",
+              "--prompt", "and now?", "--max-new-tokens", "2", "--json")
+    got = json.loads(r.stdout.splitlines()[0])
+    messages = [{"role": "system", "content": "Be brief."}] + history + [{"role": "user", "content": "and now?"}]
+    want = fast(fast.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+                add_special_tokens=False)["input_ids"]
+    check(got["prompt_ids"] == want, f"generate --chat --messages prompts as apply_chat_template does ({len(want)} tokens)")
+    (work / "bad.json").write_text(json.dumps(history + [{"role": "bot", "content": "x"}]))
+    r = lathe("generate", run, "--chat", "--messages", work / "bad.json", "--max-new-tokens", "1", ok=False)
+    check(r.returncode != 0 and "bad.json: message 3: unknown role \"bot\"" in r.stderr,
+          f"a bad turn is named with its file and place: {r.stderr.strip()[-200:]}")
+    r = lathe("generate", run, "--chat", "--messages", work / "history.json", "--max-new-tokens", "1", ok=False)
+    check(r.returncode != 0 and "it must be the user's" in r.stderr,
+          f"a conversation must end with the user's turn: {r.stderr.strip()[-200:]}")
     padded = work / "olmo2-padded"
     r = lathe("dataset", "tiny", "dataset.source=numpy", f"dataset.paths=[\"{padded}\"]",
               f"model.vocab_size={vocab}", "dataset.sequence_length=32", ok=False)
