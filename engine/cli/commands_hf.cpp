@@ -436,6 +436,10 @@ nlohmann::json generation_json(const model::Generation& g, const std::vector<int
     if (codec.has_text()) {
         j["prompt"] = codec.text(prompt);
         j["text"] = codec.text(g.ids);
+        // The text without the stop token that ended it (an end-of-turn or EOS): a chat reply.
+        std::vector<int64_t> reply = g.ids;
+        if (g.finish_reason == "stop_id" && !reply.empty()) reply.pop_back();
+        j["reply"] = codec.text(reply);
     }
     if (logits_of) {
         torch::NoGradGuard no_grad;

@@ -303,6 +303,8 @@ def check_training(work, prepared, fast, tokenizer_file):
     want = fast(fast.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
                 add_special_tokens=False)["input_ids"]
     check(got["prompt_ids"] == want, f"generate --chat --messages prompts as apply_chat_template does ({len(want)} tokens)")
+    want_reply = fast.decode(got["ids"][:-1] if got["finish_reason"] == "stop_id" else got["ids"])
+    check(got["reply"] == want_reply, f"the reply is the text without its stop token: {got['reply']!r}")
     (work / "bad.json").write_text(json.dumps(history + [{"role": "bot", "content": "x"}]))
     r = lathe("generate", run, "--chat", "--messages", work / "bad.json", "--max-new-tokens", "1", ok=False)
     check(r.returncode != 0 and "bad.json: message 3: unknown role \"bot\"" in r.stderr,

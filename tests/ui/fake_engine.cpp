@@ -9,7 +9,8 @@
 //   LATHE_FAKE_PIDFILE  where ignore-stop writes its child's pid
 //   LATHE_FAKE_SAMPLES  send a "samples" event every N steps (default 0: none)
 // `generate MODEL --prompt TEXT ... --json` answers as `lathe-engine generate` does, with the
-// prompt reversed as its text; LATHE_FAKE_GENERATE_MS delays the answer (to test Stop), and
+// prompt reversed as its text (with --chat --messages FILE: "turn N: " and the prompt reversed,
+// N counted from the conversation in FILE); LATHE_FAKE_GENERATE_MS delays the answer (to test Stop), and
 // LATHE_FAKE_MODE=fail makes it fail with an error on stderr.
 #include "engine/config/io.h"
 #include "engine/protocol/control_client.h"
@@ -41,11 +42,15 @@ volatile std::sig_atomic_t g_interrupted = 0;
 }  // namespace
 
 int generate(int argc, char** argv) {
-    std::string prompt, ids;
-    for (int i = 2; i + 1 < argc; ++i) {
+    std::string prompt, ids, messages;
+    bool chat = false;
+    for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
+        if (a == "--chat") chat = true;
+        if (i + 1 >= argc) continue;
         if (a == "--prompt") prompt = argv[i + 1];
         if (a == "--prompt-ids") ids = argv[i + 1];
+        if (a == "--messages") messages = argv[i + 1];
     }
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::stoi(env("LATHE_FAKE_GENERATE_MS", "0"))));
@@ -57,6 +62,21 @@ int generate(int argc, char** argv) {
     if (ids.empty()) {
         line["prompt"] = prompt;
         line["text"] = std::string(prompt.rbegin(), prompt.rend());
+        line["reply"] = line["text"];
+    }
+    if (chat) {  // "turn N: " + the prompt reversed, N from the conversation it was given
+        std::ifstream in(messages);
+        const auto history = lathe::config::Json::parse(in, nullptr, false);
+        if (!history.is_array()) {
+            std::fprintf(stderr, "lathe-engine generate: error: %s: not a conversation\n",
+                         messages.c_str());
+            return 1;
+        }
+        const std::string reply = "turn " + std::to_string(history.size() / 2 + 1) + ": " +
+                                  std::string(prompt.rbegin(), prompt.rend());
+        line["reply"] = reply;
+        line["text"] = reply + "<|im_end|>";
+        line["finish_reason"] = "stop_id";
     }
     std::printf("%s\n{\"summary\":{}}\n", line.dump().c_str());
     return 0;

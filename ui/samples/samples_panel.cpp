@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <QCheckBox>
+#include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -16,6 +18,7 @@
 #include <QRegularExpression>
 #include <QSlider>
 #include <QSpinBox>
+#include <QTemporaryFile>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
@@ -55,18 +58,55 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     maxTokens_->setValue(32);  // within the tiny preset's 64 positions with a short prompt
     maxTokens_->setToolTip(tr("New tokens"));
     temperature_ = new QDoubleSpinBox(box);
+    temperature_->setObjectName(QStringLiteral("tryItTemperature"));
     temperature_->setRange(0, 5);
     temperature_->setSingleStep(0.1);
     temperature_->setValue(0.8);
     temperature_->setToolTip(tr("Temperature (0: greedy)"));
+    topK_ = new QSpinBox(box);
+    topK_->setObjectName(QStringLiteral("tryItTopK"));
+    topK_->setRange(0, 1000000);
+    topK_->setSpecialValueText(tr("top-k off"));
+    topK_->setPrefix(tr("top-k "));
+    topK_->setToolTip(tr("Sample from the K likeliest tokens only (0: all)"));
+    topP_ = new QDoubleSpinBox(box);
+    topP_->setObjectName(QStringLiteral("tryItTopP"));
+    topP_->setRange(0.01, 1.0);
+    topP_->setSingleStep(0.05);
+    topP_->setDecimals(2);
+    topP_->setValue(1.0);
+    topP_->setPrefix(tr("top-p "));
+    topP_->setToolTip(
+        tr("Nucleus sampling: the likeliest tokens whose probabilities add up to "
+           "P (1: all)"));
+    chat_ = new QCheckBox(tr("Chat"), box);
+    chat_->setObjectName(QStringLiteral("tryItChat"));
+    chat_->setToolTip(
+        tr("Talk in turns, with the model's chat template (a fine-tuned model with a tokenizer "
+           "whose folder has one)"));
+    system_ = new QLineEdit(box);
+    system_->setObjectName(QStringLiteral("tryItSystem"));
+    system_->setPlaceholderText(tr("System prompt (optional)"));
+    system_->hide();
+    newChat_ = new QPushButton(tr("New chat"), box);
+    newChat_->setObjectName(QStringLiteral("tryItNewChat"));
+    newChat_->hide();
     generate_ = new QPushButton(tr("Generate"), box);
     generate_->setObjectName(QStringLiteral("tryItGenerate"));
     stop_ = new QPushButton(tr("Stop"), box);
     stop_->setObjectName(QStringLiteral("tryItStop"));
     // The prompt on a row of its own: the dock stays narrow enough for a 1366-pixel screen.
+    form->addWidget(system_);
     form->addWidget(prompt_);
-    row->addWidget(maxTokens_);
-    row->addWidget(temperature_);
+    auto* sampling = new QHBoxLayout;
+    sampling->addWidget(maxTokens_);
+    sampling->addWidget(temperature_);
+    sampling->addWidget(topK_);
+    sampling->addWidget(topP_);
+    sampling->addStretch(1);
+    form->addLayout(sampling);
+    row->addWidget(chat_);
+    row->addWidget(newChat_);
     row->addStretch(1);
     row->addWidget(generate_);
     row->addWidget(stop_);
@@ -86,6 +126,9 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     connect(generate_, &QPushButton::clicked, this, [this] { generate(); });
     connect(prompt_, &QLineEdit::returnPressed, this, [this] { generate(); });
     connect(stop_, &QPushButton::clicked, this, &SamplesPanel::stopGenerating);
+    connect(chat_, &QCheckBox::toggled, this,
+            [this](bool on) { setChatMode(on, system_->text()); });
+    connect(newChat_, &QPushButton::clicked, this, &SamplesPanel::newChat);
     rebuild();
     updateTryIt();
 }
@@ -172,6 +215,44 @@ bool SamplesPanel::isGenerating() const {
     return process_ && process_->state() != QProcess::NotRunning;
 }
 
+void SamplesPanel::setSampling(int maxNewTokens, double temperature, int topK, double topP) {
+    maxTokens_->setValue(maxNewTokens);
+    temperature_->setValue(temperature);
+    topK_->setValue(topK);
+    topP_->setValue(topP);
+}
+
+void SamplesPanel::setChatMode(bool on, const QString& system) {
+    {
+        QSignalBlocker block(chat_);
+        chat_->setChecked(on);
+    }
+    system_->setText(system);
+    system_->setVisible(on);
+    newChat_->setVisible(on);
+    newChat();
+}
+
+bool SamplesPanel::chatMode() const {
+    return chat_->isChecked();
+}
+
+void SamplesPanel::newChat() {
+    conversation_.clear();
+    pendingUser_.clear();
+    output_->clear();
+    updateTryIt();
+}
+
+void SamplesPanel::showConversation(const QString& tail) {
+    QStringList parts;
+    for (const auto& [role, content] : conversation_)
+        parts << (role == QStringLiteral("user") ? tr("You: %1") : tr("Model: %1")).arg(content);
+    if (!tail.isEmpty()) parts << tail;
+    output_->setPlainText(parts.join(QStringLiteral("\n\n")));
+    output_->moveCursor(QTextCursor::End);
+}
+
 QString SamplesPanel::tryItOutput() const {
     return output_->toPlainText();
 }
@@ -184,7 +265,31 @@ bool SamplesPanel::generate() {
         return false;
     }
     QStringList args{QStringLiteral("generate"), source_};
-    if (bytes_) {
+    QTemporaryFile* history = nullptr;
+    if (chatMode()) {
+        if (!bytes_) {
+            output_->setPlainText(tr("Chat needs text: this run has no tokenizer."));
+            return false;
+        }
+        // The conversation so far, for the engine to render with the model's template.
+        nlohmann::json messages = nlohmann::json::array();
+        for (const auto& [role, content] : conversation_)
+            messages.push_back({{"role", role.toStdString()}, {"content", content.toStdString()}});
+        history = new QTemporaryFile(
+            QDir::temp().filePath(QStringLiteral("lathe-chat-XXXXXX.json")), this);
+        if (!history->open() || history->write(QByteArray::fromStdString(messages.dump())) < 0 ||
+            !history->flush()) {
+            output_->setPlainText(
+                tr("Cannot write the conversation: %1").arg(history->errorString()));
+            delete history;
+            return false;
+        }
+        args << QStringLiteral("--chat") << QStringLiteral("--messages") << history->fileName()
+             << QStringLiteral("--prompt") << prompt;
+        if (!system_->text().trimmed().isEmpty())
+            args << QStringLiteral("--system") << system_->text().trimmed();
+        pendingUser_ = prompt;
+    } else if (bytes_) {
         args << QStringLiteral("--prompt") << prompt;
     } else {
         static const QRegularExpression ids(QStringLiteral("^\\s*\\d+(\\s*,\\s*\\d+)*\\s*$"));
@@ -198,8 +303,12 @@ bool SamplesPanel::generate() {
     args << QStringLiteral("--max-new-tokens") << QString::number(maxTokens_->value())
          << QStringLiteral("--temperature") << QString::number(temperature_->value())
          << QStringLiteral("--json");
+    if (topK_->value() > 0) args << QStringLiteral("--top-k") << QString::number(topK_->value());
+    if (topP_->value() < 1.0) args << QStringLiteral("--top-p") << QString::number(topP_->value());
+    lastArguments_ = args;
     auto* p = new QProcess(this);
     process_ = p;
+    if (history) history->setParent(p);  // removed with the process
     connect(p, &QProcess::finished, this, &SamplesPanel::onProcessFinished);
     connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
         if (e != QProcess::FailedToStart || p != process_) return;
@@ -208,7 +317,12 @@ bool SamplesPanel::generate() {
         updateTryIt();
         Q_EMIT generationFinished(false, output_->toPlainText());
     });
-    output_->setPlainText(tr("Generating…"));
+    if (chatMode()) {
+        showConversation(tr("You: %1\n\nModel: …").arg(prompt));
+        prompt_->clear();
+    } else {
+        output_->setPlainText(tr("Generating…"));
+    }
     p->start(engine_, args);
     updateTryIt();
     return true;
@@ -238,7 +352,12 @@ void SamplesPanel::onProcessFinished(int code, QProcess::ExitStatus status) {
             const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(),
                                                  nullptr, false);
             if (!j.is_object() || !j.contains("ids")) continue;
-            if (j.contains("text") && j["text"].is_string()) {
+            if (chatMode() && !pendingUser_.isEmpty()) {
+                const std::string reply = j.contains("reply") && j["reply"].is_string()
+                                              ? j["reply"].get<std::string>()
+                                              : j.value("text", std::string());
+                text = QString::fromStdString(reply).trimmed();
+            } else if (j.contains("text") && j["text"].is_string()) {
                 text = QString::fromStdString(j.value("prompt", std::string())) +
                        QString::fromStdString(j["text"].get<std::string>());
             } else {
@@ -250,6 +369,21 @@ void SamplesPanel::onProcessFinished(int code, QProcess::ExitStatus status) {
             break;
         }
         if (!ok) text = tr("The engine printed no sample.");
+    }
+    if (chatMode() && !pendingUser_.isEmpty()) {
+        if (ok) {
+            conversation_.append({QStringLiteral("user"), pendingUser_});
+            conversation_.append({QStringLiteral("assistant"), text});
+            showConversation();
+        } else {
+            // The turn did not happen: the conversation stays as it was, the prompt comes back.
+            prompt_->setText(pendingUser_);
+            showConversation(text);
+        }
+        pendingUser_.clear();
+        updateTryIt();
+        Q_EMIT generationFinished(ok, text);
+        return;
     }
     output_->setPlainText(text);
     updateTryIt();

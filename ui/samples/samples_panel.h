@@ -1,7 +1,10 @@
 // SamplesPanel: the Samples dock. The sampler's latest text per prompt, a step slider to see how it
 // changed over the run (a thin view over SamplesModel), and "Try it": generate from the selected
 // checkpoint, or the run's newest one, in a child `lathe-engine generate` process that a Stop
-// button ends. The window never waits for it.
+// button ends. The window never waits for it. Sampling: new tokens, temperature, top-k, top-p.
+// Chat mode talks to a fine-tuned model in turns: each prompt is the user's turn, rendered with
+// the model's chat template together with the conversation so far (`generate --chat --messages`),
+// and the reply joins the conversation; New chat starts over.
 #pragma once
 
 #include "ui/samples/samples_model.h"
@@ -10,6 +13,7 @@
 #include <QProcess>
 #include <QWidget>
 
+class QCheckBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -47,6 +51,16 @@ public:
     bool isGenerating() const;
     QString tryItOutput() const;
     QLineEdit* promptEdit() const { return prompt_; }
+    /// Sampling options (0 top-k and 1 top-p: off).
+    void setSampling(int maxNewTokens, double temperature, int topK, double topP);
+    /// Chat mode on or off; switching clears the conversation.
+    void setChatMode(bool on, const QString& system = {});
+    bool chatMode() const;
+    /// The conversation so far in chat mode: (role, content) pairs.
+    const QVector<std::pair<QString, QString>>& conversation() const { return conversation_; }
+    void newChat();
+    /// The arguments the next generate() passes to the engine (for tests).
+    QStringList lastArguments() const { return lastArguments_; }
 
 Q_SIGNALS:
     /// Try it finished: its text, or the error.
@@ -65,11 +79,20 @@ private:
     QLineEdit* prompt_;
     QSpinBox* maxTokens_;
     QDoubleSpinBox* temperature_;
+    QSpinBox* topK_;
+    QDoubleSpinBox* topP_;
+    QCheckBox* chat_;
+    QLineEdit* system_;
+    QPushButton* newChat_;
     QPushButton* generate_;
     QPushButton* stop_;
     QLabel* sourceLabel_;
     QPlainTextEdit* output_;
     QPointer<QProcess> process_;
+    QVector<std::pair<QString, QString>> conversation_;
+    QString pendingUser_;  ///< the user's turn being answered
+    QStringList lastArguments_;
+    void showConversation(const QString& tail = {});
     QString source_;
     QString engine_;
     bool bytes_ = true;

@@ -5,7 +5,9 @@
 #include "ui/samples/samples_model.h"
 #include "ui/samples/samples_panel.h"
 
+#include <QCheckBox>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -124,6 +126,74 @@ private Q_SLOTS:
         QVERIFY(done.wait(10000));
         QVERIFY(panel.tryItOutput().contains(QStringLiteral("no such folder")));
         qunsetenv("LATHE_FAKE_MODE");
+    }
+
+    // Sampling options reach the engine; chat mode talks in turns, passing the conversation so
+    // far (issue 34 item 10; issue 32's "generate in chat format" from the window).
+    void tryItSamplesAndChats() {
+        const QString engine = qEnvironmentVariable("LATHE_ENGINE");
+        QVERIFY2(!engine.isEmpty(), "LATHE_ENGINE must name the fake engine");
+        SamplesModel m;
+        SamplesPanel panel(&m);
+        panel.setEnginePath(engine);
+        panel.setModelSource(QStringLiteral("/some/run"), true);
+        QSignalSpy done(&panel, &SamplesPanel::generationFinished);
+        panel.promptEdit()->setText(QStringLiteral("abc"));
+        QVERIFY(panel.generate());
+        QVERIFY(done.wait(10000));
+        QVERIFY(!panel.lastArguments().contains(QStringLiteral("--top-k")));  // off by default
+        QVERIFY(!panel.lastArguments().contains(QStringLiteral("--top-p")));
+        panel.setSampling(16, 0.7, 40, 0.9);
+        QVERIFY(panel.generate());
+        QVERIFY(done.wait(10000));
+        const QString args = panel.lastArguments().join(QLatin1Char(' '));
+        QVERIFY2(args.contains(QStringLiteral("--max-new-tokens 16 --temperature 0.7")) &&
+                     args.contains(QStringLiteral("--top-k 40")) &&
+                     args.contains(QStringLiteral("--top-p 0.9")),
+                 qPrintable(args));
+
+        // Chat: each turn carries the conversation so far; the reply joins it.
+        panel.findChild<QCheckBox*>(QStringLiteral("tryItChat"))->setChecked(true);
+        QVERIFY(panel.chatMode());
+        auto* system = panel.findChild<QLineEdit*>(QStringLiteral("tryItSystem"));
+        QVERIFY(system && !system->isHidden());
+        system->setText(QStringLiteral("Be brief."));
+        panel.promptEdit()->setText(QStringLiteral("hello"));
+        QVERIFY(panel.generate());
+        QVERIFY(panel.promptEdit()->text().isEmpty());
+        QVERIFY(done.wait(10000));
+        QVERIFY(done.last().at(0).toBool());
+        QCOMPARE(panel.conversation().size(), 2);
+        QCOMPARE(panel.conversation()[1].second, QStringLiteral("turn 1: olleh"));
+        QVERIFY(panel.lastArguments().contains(QStringLiteral("--chat")));
+        QVERIFY(panel.lastArguments().contains(QStringLiteral("--messages")));
+        const int sys = int(panel.lastArguments().indexOf(QStringLiteral("--system")));
+        QVERIFY(sys > 0);
+        QCOMPARE(panel.lastArguments()[sys + 1], QStringLiteral("Be brief."));
+        panel.promptEdit()->setText(QStringLiteral("abc"));
+        QVERIFY(panel.generate());
+        QVERIFY(done.wait(10000));
+        QCOMPARE(panel.conversation().size(), 4);
+        QCOMPARE(panel.conversation()[3].second, QStringLiteral("turn 2: cba"));
+        QCOMPARE(panel.tryItOutput(), QStringLiteral("You: hello\n\nModel: turn 1: olleh\n\n"
+                                                     "You: abc\n\nModel: turn 2: cba"));
+        // A failed turn leaves the conversation as it was and gives the prompt back.
+        qputenv("LATHE_FAKE_MODE", "fail");
+        panel.promptEdit()->setText(QStringLiteral("again"));
+        QVERIFY(panel.generate());
+        QVERIFY(done.wait(10000));
+        qunsetenv("LATHE_FAKE_MODE");
+        QVERIFY(!done.last().at(0).toBool());
+        QCOMPARE(panel.conversation().size(), 4);
+        QCOMPARE(panel.promptEdit()->text(), QStringLiteral("again"));
+        QVERIFY(panel.tryItOutput().contains(QStringLiteral("no such folder")));
+        // New chat starts over; a run without a tokenizer cannot chat.
+        panel.findChild<QPushButton*>(QStringLiteral("tryItNewChat"))->click();
+        QVERIFY(panel.conversation().isEmpty());
+        panel.setModelSource(QStringLiteral("/some/run"), false);
+        panel.promptEdit()->setText(QStringLiteral("1,2"));
+        QVERIFY(!panel.generate());
+        QVERIFY(panel.tryItOutput().contains(QStringLiteral("no tokenizer")));
     }
 };
 
