@@ -1,5 +1,7 @@
 #include "ui/config/config_editor.h"
 
+#include "engine/config/null_defaults.h"
+
 #include "ui/config/layout_diagram.h"
 
 #include "engine/config/memory_estimate.h"
@@ -354,6 +356,15 @@ void ConfigEditor::revalidate() {
     problems_->setVisible(!issues_.empty());
     resolved_->setPlainText(toQ(cfg::to_json(loaded.config).dump(2)));
     config_ = loaded.config;
+    // Unset fields show what the engine will use ("default: 0.999"), which can follow other
+    // fields (the optimizer, d_model).
+    const auto defaults = cfg::null_field_defaults(config_);
+    for (auto it = editors_.begin(); it != editors_.end(); ++it) {
+        if (!it.value()->spec().nullable) continue;
+        const auto found = defaults.find(it.key().toStdString());
+        it.value()->setEffectiveDefault(
+            found == defaults.end() ? std::nullopt : std::optional<Json>(found->second));
+    }
     updateLayout();
     const bool valid = issues_.empty();
     if (valid != valid_) {

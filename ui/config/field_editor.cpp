@@ -1,5 +1,7 @@
 #include "ui/config/field_editor.h"
 
+#include "engine/config/null_defaults.h"
+
 #include "ui/config/scientific_spin_box.h"
 #include "ui/config/wheel_guard.h"
 
@@ -119,6 +121,7 @@ void FieldEditor::build() {
             if (spec_.kind == FieldSpec::Kind::List)
                 line_->setPlaceholderText(tr("comma-separated"));
             if (spec_.kind == FieldSpec::Kind::JsonText) line_->setPlaceholderText(tr("JSON"));
+            linePlaceholder_ = line_->placeholderText();
             if (spec_.format == QLatin1String("path")) {
                 picker_ = new QToolButton(frame_);
                 picker_->setText(QStringLiteral("…"));
@@ -136,8 +139,18 @@ void FieldEditor::build() {
                               .arg(spec_.description));
         connect(null_, &QCheckBox::toggled, this, [this](bool on) {
             setNullState(on);
+            if (on) {
+                showNullPlaceholder();
+            } else {
+                clearNullPlaceholder();
+                const bool was = updating_;
+                updating_ = true;
+                setScalar(fallbackValue());  // the engine's value, to edit from
+                updating_ = was;
+            }
             if (!updating_) Q_EMIT edited();
         });
+        nullText_ = toQ(lathe::config::null_placeholder(spec_.description.toStdString(), nullptr));
         row->addWidget(null_);
     }
     error_ = new QLabel(this);
@@ -169,8 +182,48 @@ bool FieldEditor::isNull() const {
     return null_ && null_->isChecked();
 }
 
+void FieldEditor::setEffectiveDefault(const std::optional<Json>& value) {
+    if (value == effective_ && !nullText_.isEmpty()) return;
+    effective_ = value;
+    nullText_ = toQ(lathe::config::null_placeholder(spec_.description.toStdString(),
+                                                    value ? &*value : nullptr));
+    if (isNull()) showNullPlaceholder();
+}
+
+void FieldEditor::showNullPlaceholder() {
+    if (spin_) spin_->showPlaceholder(nullText_);
+    if (line_) {
+        line_->clear();
+        line_->setPlaceholderText(nullText_);
+    }
+    if (combo_) {
+        combo_->setPlaceholderText(nullText_);
+        combo_->setCurrentIndex(-1);
+    }
+    if (check_) {
+        check_->setChecked(effective_ && effective_->is_boolean() && effective_->get<bool>());
+        check_->setText(nullText_);
+    }
+}
+
+void FieldEditor::clearNullPlaceholder() {
+    if (spin_) spin_->showPlaceholder(QString());
+    if (line_) line_->setPlaceholderText(linePlaceholder_);
+    if (check_) check_->setText(QString());
+}
+
+QString FieldEditor::shownText() const {
+    if (spin_) return spin_->shownText();
+    if (line_) return line_->text();
+    if (combo_) return combo_->currentText();
+    if (check_) return check_->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
+    return {};
+}
+
 Json FieldEditor::fallbackValue() const {
-    // What the editor shows while the field is null: the default if it has one, else a bound.
+    // What the editor shows while the field is null: what the engine uses, the default if it has
+    // one, else a bound.
+    if (effective_) return *effective_;
     if (!spec_.defaultValue.is_null()) return spec_.defaultValue;
     switch (spec_.kind) {
         case FieldSpec::Kind::Bool:
@@ -196,7 +249,12 @@ void FieldEditor::setValue(const Json& v) {
     const bool isNullValue = v.is_null() && spec_.nullable;
     if (null_) null_->setChecked(isNullValue);
     setNullState(isNullValue);
-    setScalar(isNullValue || v.is_null() ? fallbackValue() : v);
+    if (isNullValue) {
+        showNullPlaceholder();
+    } else {
+        clearNullPlaceholder();
+        setScalar(v.is_null() ? fallbackValue() : v);
+    }
     updating_ = false;
 }
 

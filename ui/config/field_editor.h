@@ -8,6 +8,8 @@
 
 #include <QWidget>
 
+#include <optional>
+
 class QCheckBox;
 class QComboBox;
 class QLabel;
@@ -33,6 +35,14 @@ public:
     void setIssue(const QString& message);
     QString issue() const { return issue_; }
     bool isNull() const;
+    /// What the engine uses while the field is null (config::null_field_defaults), shown in the
+    /// unset field as "default: 0.999"; nullopt: the description's words for null ("unset:
+    /// disables"). Unticking "unset" starts from this value.
+    void setEffectiveDefault(const std::optional<Json>& value);
+    /// The text an unset field shows in place of a value.
+    QString nullPlaceholder() const { return nullText_; }
+    /// What the input shows as text ("" for a placeholder; numbers, strings, the combo's text).
+    QString shownText() const;
 
     /// The widget that takes focus (tests drive it).
     QWidget* input() const { return input_; }
@@ -46,6 +56,9 @@ Q_SIGNALS:
 private:
     void build();
     void setNullState(bool isNull);
+    /// While null: the input emptied, with nullText_ in its place.
+    void showNullPlaceholder();
+    void clearNullPlaceholder();
     void pickPath();
     Json scalarValue() const;
     void setScalar(const Json& v);
@@ -66,6 +79,9 @@ private:
     QLabel* note_ = nullptr;
     QWidget* frame_ = nullptr;
     QString issue_;
+    std::optional<Json> effective_;
+    QString nullText_;
+    QString linePlaceholder_;  ///< the line edit's own hint ("JSON"), back once a value is set
     bool updating_ = false;
 };
 

@@ -1,5 +1,6 @@
 #include "ui/config/scientific_spin_box.h"
 
+#include <QLineEdit>
 #include <QLocale>
 #include <QRegularExpression>
 
@@ -72,6 +73,19 @@ void ScientificSpinBox::stepBy(int steps) {
     }
     setValue(std::clamp(v + steps * step, minimum(), maximum()));
     selectAll();
+}
+
+void ScientificSpinBox::showPlaceholder(const QString& text) {
+    lineEdit()->setPlaceholderText(text);
+    lineEdit()->clear();
+}
+
+QString ScientificSpinBox::placeholder() const {
+    return lineEdit()->placeholderText();
+}
+
+QString ScientificSpinBox::shownText() const {
+    return lineEdit()->text();
 }
 
 }  // namespace lathe::ui

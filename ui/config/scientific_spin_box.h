@@ -19,6 +19,12 @@ public:
     QValidator::State validate(QString& text, int& pos) const override;
     void fixup(QString& input) const override;
     void stepBy(int steps) override;
+    /// Empties the box and shows `text` greyed in its place (an unset field's default); the next
+    /// setValue() shows a number again.
+    void showPlaceholder(const QString& text);
+    QString placeholder() const;
+    /// What the box shows ("" while a placeholder stands in).
+    QString shownText() const;
 
 Q_SIGNALS:
     /// A keystroke was refused: `text` (what the box would have held) is no number, and cannot

@@ -2,6 +2,7 @@
 #include "engine/config/io.h"
 #include "engine/config/layout.h"
 #include "engine/config/memory_estimate.h"
+#include "engine/config/null_defaults.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -773,6 +774,40 @@ private Q_SLOTS:
         QVERIFY(!memory_refusal(e, int64_t{80} << 30, "cuda:0", 1).empty());
         QVERIFY(memory_refusal(e, 0, "cuda:0", 1).empty());  // unknown free memory: not refused
         QVERIFY(memory_refusal(tiny, int64_t{80} << 30, "cuda:0", 1).empty());
+    }
+
+    // What an unset field means, for the editor: computed values follow the config, other fields
+    // say it in their description's words.
+    void nullFieldDefaults() {
+        lathe::config::ExperimentConfig c;
+        auto d = lathe::config::null_field_defaults(c);
+        QCOMPARE(d.at("train_module.optim.beta2").get<double>(), 0.999);
+        QCOMPARE(d.at("model.head_dim").get<int64_t>(), c.model.d_model / c.model.n_heads);
+        c.train_module.optim.name = lathe::config::OptimizerName::lion;
+        d = lathe::config::null_field_defaults(c);
+        QCOMPARE(d.at("train_module.optim.weight_decay").get<double>(), 0.0);
+        // Every path it names is a nullable field of the schema.
+        const auto schema = lathe::config::json_schema();
+        for (const auto& [path, value] : d) {
+            const lathe::config::Json* node = &schema;
+            std::stringstream parts(path);
+            for (std::string part; std::getline(parts, part, '.');) {
+                QVERIFY2(node->contains("properties") && (*node)["properties"].contains(part),
+                         path.c_str());
+                node = &(*node)["properties"][part];
+            }
+            QVERIFY2((*node)["type"].is_array() &&
+                         (*node)["type"].dump().find("null") != std::string::npos,
+                     path.c_str());
+        }
+        using lathe::config::null_placeholder;
+        const lathe::config::Json v = 0.999;
+        QCOMPARE(null_placeholder("anything", &v), std::string("default: 0.999"));
+        QCOMPARE(null_placeholder("Dtype of gathered parameters; null keeps model.dtype.", nullptr),
+                 std::string("unset: keeps model.dtype"));
+        QCOMPARE(null_placeholder("Clip the norm; null disables.", nullptr),
+                 std::string("unset: off"));
+        QCOMPARE(null_placeholder("No word for it.", nullptr), std::string("unset"));
     }
 };
 

@@ -244,6 +244,54 @@ private Q_SLOTS:
         QVERIFY(editor.isChangedFromPreset(path));
     }
 
+    // An unset field shows what the engine uses, not a grey 0 (issue 34: beta2 and weight_decay
+    // showed "0" while the engine used 0.999 and 0.01); it follows the fields it depends on, and
+    // unticking "unset" starts from it.
+    void unsetFieldsShowTheirDefault() {
+        ConfigEditor editor;
+        FieldEditor* beta2 = editor.editorFor(QStringLiteral("train_module.optim.beta2"));
+        FieldEditor* decay = editor.editorFor(QStringLiteral("train_module.optim.weight_decay"));
+        QVERIFY(beta2->isNull() && decay->isNull());
+        QCOMPARE(beta2->shownText(), QString());
+        QCOMPARE(beta2->nullPlaceholder(), QStringLiteral("default: 0.999"));
+        QCOMPARE(decay->nullPlaceholder(), QStringLiteral("default: 0.01"));
+        QCOMPARE(editor.editorFor(QStringLiteral("model.head_dim"))->nullPlaceholder(),
+                 QStringLiteral("default: %1")
+                     .arg(editor.resolvedConfig().model.d_model /
+                          editor.resolvedConfig().model.n_heads));
+        // Lion's own defaults.
+        editor.editField(QStringLiteral("train_module.optim.name"), "lion");
+        QCOMPARE(beta2->nullPlaceholder(), QStringLiteral("default: 0.99"));
+        QCOMPARE(decay->nullPlaceholder(), QStringLiteral("default: 0"));
+        editor.undoStack()->undo();
+        QCOMPARE(beta2->nullPlaceholder(), QStringLiteral("default: 0.999"));
+        // Fields without a computed value say what null means in their own words.
+        FieldEditor* zloss = editor.editorFor(QStringLiteral("train_module.z_loss_multiplier"));
+        QVERIFY(zloss->isNull());
+        QCOMPARE(zloss->nullPlaceholder(), QStringLiteral("unset: off"));
+        QCOMPARE(zloss->shownText(), QString());
+        FieldEditor* precision =
+            editor.editorFor(QStringLiteral("train_module.autocast_precision"));
+        QCOMPARE(precision->shownText(), QString());  // no dtype picked while unset
+        // No unset number in any preset shows a value in place of its default.
+        for (const FieldSpec* f : lathe::ui::leafFields(editor.schema())) {
+            FieldEditor* e = editor.editorFor(f->path);
+            if (!e->isNull()) continue;
+            QVERIFY2(e->shownText().isEmpty() || f->kind == FieldSpec::Kind::Bool,
+                     qPrintable(f->path));
+            QVERIFY2(!e->nullPlaceholder().isEmpty(), qPrintable(f->path));
+        }
+        // Unticking "unset" starts from the engine's value, and that is what is stored.
+        beta2->nullBox()->click();
+        QCOMPARE(beta2->shownText(), QStringLiteral("0.999"));
+        QCOMPARE(lathe::ui::valueAt(editor.document(), QStringLiteral("train_module.optim.beta2")),
+                 Json(0.999));
+        beta2->nullBox()->click();
+        QVERIFY(lathe::ui::valueAt(editor.document(), QStringLiteral("train_module.optim.beta2"))
+                    .is_null());
+        QCOMPARE(beta2->shownText(), QString());
+    }
+
     // A letter typed into a number is refused with a word, not dropped in silence (issue 34);
     // the next keystroke that is taken clears it.
     void refusedKeystrokesAreExplained() {
