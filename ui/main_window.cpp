@@ -89,6 +89,9 @@ QString formatRate(double tokensPerS) {
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setObjectName(QStringLiteral("LatheMainWindow"));
+    // Control folders of a workbench that was killed (SIGKILL) without removing them.
+    for (const QString& dir : RunController::removeStaleFolders())
+        qInfo("removed the stale control folder %s", qPrintable(dir));
     store_ = new MetricStore(this);
     logModel_ = new LogModel(this);
     run_ = new RunController(this);

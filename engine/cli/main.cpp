@@ -4,6 +4,7 @@
 #include "engine/util/log.h"
 #include "engine/util/torch_error.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -71,6 +72,9 @@ Exit codes: 0 success, 1 failure, 2 bad config or usage, 130 interrupted.
 
 int main(int argc, char** argv) {
     using namespace lathe::cli;
+    // A closed stdout (the workbench that reads it was killed) makes writes fail with EPIPE
+    // instead of killing the engine with SIGPIPE mid-run: it goes on to its final checkpoint.
+    std::signal(SIGPIPE, SIG_IGN);
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
         std::cout << kUsage;

@@ -29,11 +29,12 @@ struct RunStatus {
     static constexpr const char* kFinished = "finished";
     static constexpr const char* kStopped = "stopped";
     static constexpr const char* kFailed = "failed";
-    /// Never written by a run: what "running" reads as once its process is gone without a final
-    /// status (SIGKILL, a crash, a reboot); see effective_state().
+    /// What "running" reads as once its process is gone without a final status (SIGKILL, a
+    /// crash, a reboot; see effective_state()), and what a run writes when it stopped because the
+    /// workbench that controlled it went away.
     static constexpr const char* kInterrupted = "interrupted";
 
-    std::string state;                   ///< running, finished, stopped or failed
+    std::string state;                   ///< running, finished, stopped, failed or interrupted
     std::string reason;                  ///< why it stopped or failed; empty otherwise
     int64_t pid = 0;                     ///< the rank-0 process
     std::string started_at, updated_at;  ///< ISO 8601, UTC

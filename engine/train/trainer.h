@@ -32,6 +32,9 @@ struct ControlFlags {
     std::atomic<bool> cancel{false};
     std::atomic<bool> checkpoint{false};
     std::atomic<bool> stop_without_checkpoint{false};
+    /// The workbench that controlled the run went away (its control connection closed): the run
+    /// stops with its final checkpoint and status.json says "interrupted".
+    std::atomic<bool> controller_lost{false};
     std::mutex mu;
     std::string cancel_reason;
 };

@@ -10,6 +10,7 @@
 #include <QTemporaryDir>
 #include <QTimer>
 
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 
@@ -112,6 +113,33 @@ QString RunController::findEngine() {
     return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("lathe-engine"));
 }
 
+QStringList RunController::removeStaleFolders(const QString& tempDir) {
+    static const QRegularExpression name(QStringLiteral("^lathe-[A-Za-z0-9]{6}$"));
+    QStringList removed;
+    const QDir temp(tempDir);
+    for (const QFileInfo& fi : temp.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        if (!name.match(fi.fileName()).hasMatch() || fi.isSymLink() || fi.ownerId() != ::getuid())
+            continue;
+        const QDir dir(fi.absoluteFilePath());
+        bool stale = false;
+        QFile owner(dir.filePath(QStringLiteral("owner.pid")));
+        if (owner.open(QIODevice::ReadOnly)) {
+            bool ok = false;
+            const qint64 pid = owner.readAll().trimmed().toLongLong(&ok);
+            stale = ok && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+        } else if (dir.exists(QStringLiteral("control.sock"))) {
+            QLocalSocket probe;
+            probe.connectToServer(dir.filePath(QStringLiteral("control.sock")));
+            stale = !probe.waitForConnected(200) &&
+                    probe.error() == QLocalSocket::ConnectionRefusedError;
+            probe.abort();
+        }
+        if (stale && QDir(fi.absoluteFilePath()).removeRecursively())
+            removed << fi.absoluteFilePath();
+    }
+    return removed;
+}
+
 bool RunController::isActive() const {
     return state_ == State::Starting || state_ == State::Running ||
            state_ == State::Checkpointing || state_ == State::Stopping;
@@ -188,6 +216,11 @@ bool RunController::start(const lathe::config::Json& config, const RunOptions& o
         return false;
     }
     ::chmod(QFile::encodeName(dir_->path()).constData(), 0700);
+    // Whose folder this is: a later start removes it if this process dies without cleaning up.
+    QFile owner(dir_->filePath(QStringLiteral("owner.pid")));
+    if (owner.open(QIODevice::WriteOnly))
+        owner.write(QByteArray::number(QCoreApplication::applicationPid()) + "\n");
+    owner.close();
     QFile file(configPath());
     if (!file.open(QIODevice::WriteOnly) ||
         file.write(QByteArray::fromStdString(config.dump(2) + "\n")) < 0) {

@@ -14,6 +14,7 @@
 #include "ui/control/protocol_types.h"
 #include "ui/logs/log_model.h"
 
+#include <QDir>
 #include <QObject>
 #include <QPointer>
 #include <QProcess>
@@ -50,6 +51,11 @@ public:
     static QString stateName(State state);
     /// $LATHE_ENGINE, else `lathe-engine` beside the running executable.
     static QString findEngine();
+    /// Removes the control folders (`lathe-XXXXXX` in `tempDir`, this user's) that a workbench
+    /// killed without cleaning up left behind: their owner.pid names a process that is gone, or,
+    /// from before owner.pid, nothing listens on their socket. Returns the folders removed. The
+    /// window calls it at start.
+    static QStringList removeStaleFolders(const QString& tempDir = QDir::tempPath());
 
     /// Writes `config` to a private folder and starts `lathe-engine train`. False (see
     /// errorString()) when a run is active or the engine cannot be started.

@@ -104,6 +104,8 @@ RunInfo readRunInfo(const QString& dir, const RunInfoOptions& options) {
         info.state = RunState::Stopped;
     } else if (s->state == RunStatus::kFailed) {
         info.state = RunState::Failed;
+    } else if (s->state == RunStatus::kInterrupted) {  // its workbench went away
+        info.state = RunState::Interrupted;
     } else {
         info.reason = QObject::tr("unknown state \"%1\"").arg(QString::fromStdString(s->state));
     }

@@ -29,6 +29,8 @@ public:
         std::string err;
         if (!client_.connect(socket_, &err))
             log::error("control channel: cannot connect to {}: {}", socket_, err);
+        else
+            was_connected_ = true;
     }
 
     void pre_train() override {
@@ -52,6 +54,7 @@ public:
     }
 
     void post_step() override {
+        check_connection();
         send_status(
             trainer().is_canceled() ? protocol::RunState::stopping : protocol::RunState::running,
             false);
@@ -92,6 +95,7 @@ public:
     }
 
     void close() override {
+        check_connection(/*stop=*/false);
         if (!failed_) {
             bool stopped = trainer().is_canceled();
             send_status(protocol::RunState::finished, true);
@@ -105,7 +109,23 @@ public:
     }
 
 private:
+    // The workbench closed the channel without a stop (it was killed, or crashed): stop at this
+    // step with the final checkpoint, as on SIGTERM, and leave "interrupted" in status.json.
+    void check_connection(bool stop = true) {
+        if (!was_connected_ || lost_ || client_.connected()) return;
+        lost_ = true;
+        auto& t = trainer();
+        t.control().controller_lost = true;
+        if (!stop || t.is_canceled()) return;
+        log::warn(
+            "control channel: the workbench is gone (its connection closed); stopping at step "
+            "{} with a final checkpoint",
+            step());
+        t.cancel_run("the workbench that controlled the run went away (its connection closed)");
+    }
+
     void poll() {
+        check_connection();
         for (const auto& line : invalid_log_.feed(client_.poll_invalid(), Clock::now()))
             log::warn("control channel: {}", line);
         for (const auto& c : client_.poll_commands()) {
@@ -148,6 +168,8 @@ private:
     Clock::time_point start_ = Clock::now(), last_status_{};
     int64_t start_step_ = 0;
     bool failed_ = false;
+    bool was_connected_ = false;
+    bool lost_ = false;
 };
 
 }  // namespace

@@ -53,7 +53,13 @@ void RunStatusCallback::on_error(const std::exception& e) {
 void RunStatusCallback::close() {
     if (failed_ || !started_) return;
     auto& t = trainer();
-    if (t.is_canceled()) {
+    if (t.is_canceled() && t.control().controller_lost) {
+        // Stopped (with its final checkpoint) because the workbench that ran it was killed.
+        write(run_folder::RunStatus::kInterrupted,
+              "the workbench that controlled the run went away (its control connection closed); "
+              "stopped at step " +
+                  std::to_string(step()) + " (" + t.cancel_reason() + ")");
+    } else if (t.is_canceled()) {
         write(run_folder::RunStatus::kStopped, t.cancel_reason());
     } else {
         write(run_folder::RunStatus::kFinished, "");

@@ -282,6 +282,67 @@ private Q_SLOTS:
             qPrintable(r.output));
     }
 
+    // A workbench killed with SIGKILL (issue 34 item 7): its engine notices (the control
+    // connection closes, and the parent-death SIGTERM arrives; a closed stdout no longer kills it
+    // with SIGPIPE), saves a final checkpoint, writes "interrupted" and exits. The control folder
+    // the workbench left in the temp folder goes at the next start.
+    void killedWorkbenchLeavesACheckpoint() {
+        const QString victimProgram = qEnvironmentVariable("LATHE_GUI_VICTIM");
+        QVERIFY2(QFileInfo(victimProgram).isExecutable(), "LATHE_GUI_VICTIM");
+        QTemporaryDir tmp;  // the workbench's TMPDIR: its control folder goes there
+        const QString configFile = root_.path() + "/victim.json";
+        {
+            QFile f(configFile);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QByteArray::fromStdString(
+                lathe::testing::tinyConfig({"run_name=victim", "launch.num_threads=1",
+                                            "trainer.max_duration=100000steps",
+                                            "trainer.metrics_collect_interval=1"})
+                    .dump()));
+        }
+        QProcess victim;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("TMPDIR", tmp.path());
+        victim.setProcessEnvironment(env);
+        victim.start(victimProgram, {configFile, root_.path()});
+        QVERIFY(victim.waitForStarted());
+        QString out;
+        QTRY_VERIFY_WITH_TIMEOUT(
+            (out += QString::fromUtf8(victim.readAllStandardOutput()), out.contains("running ")),
+            90000);
+        const QString control = out.section("control ", 1).section('\n', 0, 0);
+        QVERIFY2(QFileInfo(control).isDir() && control.startsWith(tmp.path()), qPrintable(out));
+
+        ::kill(static_cast<pid_t>(victim.processId()), SIGKILL);  // our own child
+        QVERIFY(victim.waitForFinished());
+        const QString runDir = QFileInfo(root_.path() + "/victim").absoluteFilePath();
+        auto status = [&] {
+            QFile f(runDir + "/status.json");
+            f.open(QIODevice::ReadOnly);
+            return lathe::config::Json::parse(f.readAll().toStdString(), nullptr, false);
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(status().value("state", std::string()) == "interrupted", 60000);
+        const auto s = status();
+        QVERIFY2(s.value("reason", std::string()).find("went away") != std::string::npos,
+                 s.dump().c_str());
+        const qint64 step = s.value("step", qint64(-1));
+        QVERIFY(step >= 3);
+        QVERIFY2(QFileInfo(runDir + QStringLiteral("/step%1").arg(step)).isDir(), s.dump().c_str());
+        const auto pid = static_cast<pid_t>(s.value("pid", qint64(0)));
+        QTRY_VERIFY_WITH_TIMEOUT(::kill(pid, 0) != 0, 30000);  // the engine exited
+        QCOMPARE(readRunInfo(runDir).state, RunState::Interrupted);
+        const auto verify = lathe::testing::run_engine(
+            {"inspect", "--verify", runDir + QStringLiteral("/step%1").arg(step)}, root_.path());
+        QVERIFY2(verify.exit_code == 0, qPrintable(verify.output));
+
+        // The control folder outlived its workbench; the next start removes it, and only it.
+        QVERIFY(QFileInfo(control).isDir());
+        QVERIFY(QDir(tmp.path()).mkdir("lathe-keepme"));  // not ours: left alone
+        QCOMPARE(RunController::removeStaleFolders(tmp.path()), QStringList{control});
+        QVERIFY(!QFileInfo::exists(control));
+        QVERIFY(QFileInfo(tmp.path() + "/lathe-keepme").isDir());
+    }
+
     void attachAndNoticeDeath() {
         // A run started elsewhere (headless, no control channel), long enough to watch.
         QProcess engine;
