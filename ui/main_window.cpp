@@ -1,5 +1,6 @@
 #include "ui/main_window.h"
 
+#include "ui/checkpoints/checkpoint_info.h"
 #include "ui/checkpoints/checkpoints_model.h"
 #include "ui/checkpoints/checkpoints_panel.h"
 #include "ui/config/config_editor.h"
@@ -25,6 +26,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QCloseEvent>
 #include <QDialog>
 #include <QDir>
@@ -342,11 +344,53 @@ bool MainWindow::openRun(const QString& runDir) {
     return true;
 }
 
+QStringList MainWindow::checkpointsSetAsideBy(const ResumePlan& plan) const {
+    QStringList names;
+    if (isRemotePath(plan.checkpointDir())) {
+        for (int row = 0; row < checkpointsModel_->rowCount(); ++row) {
+            const CheckpointInfo c = checkpointsModel_->checkpoint(row);
+            if (c.step > plan.step() && !c.abandoned) names << c.name;
+        }
+        return names;
+    }
+    for (const CheckpointInfo& c : scanCheckpoints(plan.runDir()))
+        if (c.step > plan.step() && !c.abandoned && c.status != CheckpointInfo::Status::Unusable)
+            names << c.name;
+    return names;
+}
+
+bool MainWindow::confirmSetAside(const ResumePlan& plan) {
+    const QStringList names = checkpointsSetAsideBy(plan);
+    if (names.isEmpty() || !askBeforeSettingAside_->isChecked()) return true;
+    QMessageBox box(QMessageBox::Question, tr("Resume from step %1?").arg(plan.step()),
+                    tr("Resuming %1 from step %2 sets its newer checkpoints aside as abandoned: "
+                       "%3.")
+                        .arg(plan.runName())
+                        .arg(plan.step())
+                        .arg(names.join(QStringLiteral(", "))),
+                    QMessageBox::NoButton, this);
+    box.setObjectName(QStringLiteral("confirmSetAside"));
+    box.setInformativeText(
+        tr("They are renamed (step30 becomes step30.abandoned), kept on disk and still listed, "
+           "and their curve is drawn faintly; you can resume from them later. To keep this run "
+           "as it is, use Resume as new run instead."));
+    auto* resume = box.addButton(tr("Resume"), QMessageBox::AcceptRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(resume);
+    auto* dontAsk = new QCheckBox(tr("Don't ask again"), &box);
+    box.setCheckBox(dontAsk);
+    box.exec();
+    if (box.clickedButton() != resume) return false;
+    if (dontAsk->isChecked()) askBeforeSettingAside_->setChecked(false);
+    return true;
+}
+
 bool MainWindow::resumeFromCheckpoint(const QString& checkpoint, ResumePlan::Mode mode,
                                       const QString& newRunName,
                                       const std::optional<lathe::config::Json>& config, int ranks) {
     const auto plan = resumePlanFor(checkpoint);
     if (!plan) return false;
+    if (mode == ResumePlan::Mode::SameRun && !confirmSetAside(*plan)) return false;
     QString error;
     const QString name = newRunName.isEmpty() ? ResumePlan::suggestNewRunName(
                                                     plan->runsRoot(), plan->runName(), plan->step())
@@ -577,6 +621,16 @@ void MainWindow::buildMenus() {
     run->addAction(stop_);
     run->addAction(kill_);
 
+    edit->addSeparator();
+    askBeforeSettingAside_ = edit->addAction(tr("Ask before setting checkpoints aside"));
+    askBeforeSettingAside_->setObjectName(QStringLiteral("askBeforeSettingAside"));
+    askBeforeSettingAside_->setCheckable(true);
+    askBeforeSettingAside_->setChecked(
+        QSettings().value(QStringLiteral("resume/askBeforeSettingAside"), true).toBool());
+    connect(askBeforeSettingAside_, &QAction::toggled, this, [](bool on) {
+        QSettings().setValue(QStringLiteral("resume/askBeforeSettingAside"), on);
+    });
+
     auto* view = menuBar()->addMenu(tr("&View"));
     for (auto* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
     view->addAction(tr("&Reset plot view"), plots_, &PlotPanel::resetView);
@@ -680,9 +734,7 @@ void MainWindow::onStateChanged(RunController::State s) {
     }
     editor_->setEnabled(!active);
     checkpointsPanel_->resumeBar()->setEnabled(!active);
-    for (auto* b : {checkpointsPanel_->resumeButton(), checkpointsPanel_->resumeAsNewButton(),
-                    checkpointsPanel_->editResumeButton()})
-        if (active) b->setEnabled(false);
+    checkpointsPanel_->setRunActive(active);
     if (!active) {
         runsModel_->refresh();
         checkpointsModel_->refresh();

@@ -130,6 +130,11 @@ private:
     void showProblem(const QString& title, const QString& text);
     /// The plan to resume from `checkpoint`, or nullopt after telling the user why not.
     std::optional<ResumePlan> resumePlanFor(const QString& checkpoint);
+    /// The checkpoints a same-run resume from `plan` sets aside (newer, not abandoned yet).
+    QStringList checkpointsSetAsideBy(const ResumePlan& plan) const;
+    /// Asks before a resume sets checkpoints aside, naming them (unless none would be, or the user
+    /// said not to ask again: Edit > Ask before setting checkpoints aside). False: cancelled.
+    bool confirmSetAside(const ResumePlan& plan);
     void beginRunUi();
     /// Stop with a final checkpoint, remembering that the user asked.
     void stopRun();
@@ -155,6 +160,7 @@ private:
     QAction* stop_ = nullptr;
     QAction* kill_ = nullptr;
     QAction* killInToolbar_ = nullptr;
+    QAction* askBeforeSettingAside_ = nullptr;
     QSpinBox* ranks_ = nullptr;
     int proposedRanks_ = 0;  ///< the mesh's world size, as last proposed
     QLineEdit* devices_ = nullptr;

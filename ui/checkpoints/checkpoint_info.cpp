@@ -118,6 +118,19 @@ QVector<CheckpointInfo> checkpointsFromInspect(const QByteArray& json, QString* 
     return out;
 }
 
+QString checkpointLabel(const CheckpointInfo& c) {
+    const QString step = QString::number(c.step);
+    const QString prefix = QStringLiteral("step") + step;
+    if (c.step < 0 || !c.name.startsWith(prefix)) return c.step < 0 ? c.name : step;
+    QString rest = c.name.mid(prefix.size());
+    if (rest.isEmpty()) return step;
+    if (rest == QLatin1String("-tmp"))
+        rest = QObject::tr("saving");
+    else if (rest.startsWith(QLatin1Char('.')))
+        rest.remove(0, 1);
+    return QStringLiteral("%1 · %2").arg(step, rest);
+}
+
 QString checkpointStatusName(CheckpointInfo::Status status) {
     switch (status) {
         case CheckpointInfo::Status::Complete:

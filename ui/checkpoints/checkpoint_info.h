@@ -50,6 +50,10 @@ struct CheckpointInfo {
 };
 
 QString checkpointStatusName(CheckpointInfo::Status status);
+/// The Step column's text: the step, and what sets the folder apart from a checkpoint of the same
+/// step ("200", "200 · abandoned", "200 · abandoned1", "200 · unusable", "200 · saving"), so that
+/// two rows of one step can be told apart without reading Status.
+QString checkpointLabel(const CheckpointInfo& c);
 /// step{N}, step{N}-tmp, step{N}.abandoned[K] or step{N}.unusable[K].
 bool isCheckpointName(const QString& folderName);
 

@@ -352,7 +352,7 @@ QVariant CheckpointsModel::data(const QModelIndex& index, int role) const {
         case Qt::DisplayRole:
             switch (index.column()) {
                 case StepColumn:
-                    return c.step;
+                    return checkpointLabel(c);
                 case TokensColumn:
                     return formatCount(static_cast<double>(c.tokens));
                 case TimeColumn:

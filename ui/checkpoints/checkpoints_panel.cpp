@@ -154,6 +154,20 @@ void CheckpointsPanel::updateButtons() {
                             ? tr("Continue this run from exactly this checkpoint (newer ones are "
                                  "set aside as abandoned)")
                             : tr("Cannot resume: %1").arg(reason));
+    resumeNew_->setToolTip(tr("Start a new run from this checkpoint; this run stays as it is"));
+    editResume_->setToolTip(tr("Change the config (e.g. the learning rate) before resuming"));
+    if (runActive_) {  // no modal "a run is in progress" after the click: say it on the button
+        for (auto* b : {resume_, resumeNew_, editResume_}) {
+            b->setEnabled(false);
+            b->setToolTip(tr("A run is in progress: stop it before resuming"));
+        }
+    }
+}
+
+void CheckpointsPanel::setRunActive(bool active) {
+    if (active == runActive_) return;
+    runActive_ = active;
+    updateButtons();
 }
 
 }  // namespace lathe::ui

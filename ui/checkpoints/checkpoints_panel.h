@@ -35,6 +35,8 @@ public:
     bool selectCheckpoint(const QString& nameOrPath);
     /// Deletes the current checkpoint, asking first when `ask`. False when nothing was deleted.
     bool deleteCurrent(bool ask = true);
+    /// While a run is active the resume buttons stay disabled, saying why, whatever is selected.
+    void setRunActive(bool active);
 
 Q_SIGNALS:
     /// One click: resume from `checkpoint` with its own config.
@@ -57,6 +59,7 @@ private:
     QPushButton* delete_ = nullptr;
     QPushButton* folder_ = nullptr;
     ResumeBar* resumeBar_ = nullptr;
+    bool runActive_ = false;
 };
 
 }  // namespace lathe::ui

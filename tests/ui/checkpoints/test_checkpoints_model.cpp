@@ -163,6 +163,15 @@ private Q_SLOTS:
         QVERIFY(
             model.index(3, CheckpointsModel::NoteColumn).data().toString().contains("truncated"));
         QCOMPARE(model.index(0, CheckpointsModel::StepColumn).data().toLongLong(), 15);
+        // Rows of one step tell themselves apart in the Step column (issue 34: two "200" rows).
+        QStringList labels;
+        for (int r = 0; r < 5; ++r)
+            labels << model.index(r, CheckpointsModel::StepColumn).data().toString();
+        QCOMPARE(labels, (QStringList{"15", "20", "25 · abandoned", "30", "35 · saving"}));
+        lathe::ui::CheckpointInfo again;
+        again.step = 200;
+        again.name = "step200.abandoned1";
+        QCOMPARE(lathe::ui::checkpointLabel(again), QStringLiteral("200 · abandoned1"));
         QCOMPARE(model.index(0, CheckpointsModel::TokensColumn).data().toString(),
                  QStringLiteral("30.7k"));
         for (int r = 0; r < 5; ++r)

@@ -17,12 +17,17 @@
 #include "ui/runs/runs_model.h"
 #include "ui/runs/runs_panel.h"
 
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
 #include <QLabel>
 #include <QListWidget>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSettings>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QUndoStack>
 #include <QtTest>
 
@@ -90,12 +95,41 @@ private Q_SLOTS:
         QTRY_COMPARE(w.session()->shownRun(), runDir);
         QCOMPARE(w.store()->series(kLoss)->step, range(1, 30));
 
-        // Select step15 and press Resume.
+        // Select step15 and press Resume: the window asks first, naming the checkpoint it will
+        // set aside; Cancel changes nothing.
         QVERIFY(w.checkpointsPanel()->selectCheckpoint("step15"));
         QPushButton* resume = w.checkpointsPanel()->resumeButton();
         QTRY_VERIFY(resume->isEnabled());
+        QString asked;
+        auto answer = [&](bool confirm, bool dontAsk) {
+            QTimer::singleShot(200, [&, confirm, dontAsk] {
+                auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+                if (!box) return;
+                asked = box->text();
+                if (dontAsk) box->checkBox()->setChecked(true);
+                for (QAbstractButton* b : box->buttons())
+                    if ((box->buttonRole(b) == QMessageBox::AcceptRole) == confirm)
+                        QTest::mouseClick(b, Qt::LeftButton);
+            });
+        };
+        answer(false, false);
         QTest::mouseClick(resume, Qt::LeftButton);
+        QVERIFY2(asked.contains("step30"), qPrintable(asked));
+        QCOMPARE(w.run()->state(), lathe::ui::RunController::State::Idle);
+        QVERIFY(QFileInfo::exists(runDir + "/step30"));
+        asked.clear();
+        answer(true, true);
+        QTest::mouseClick(resume, Qt::LeftButton);
+        QVERIFY2(asked.contains("step30"), qPrintable(asked));
+        auto* ask = w.findChild<QAction*>("askBeforeSettingAside");
+        QVERIFY(ask && !ask->isChecked());  // "Don't ask again" is kept, and can be undone there
+        // While it runs, Resume is disabled with the reason, whatever is selected.
+        QTRY_VERIFY(w.run()->isActive());
+        QVERIFY(w.checkpointsPanel()->selectCheckpoint("step15"));
+        QVERIFY(!resume->isEnabled());
+        QVERIFY(resume->toolTip().contains("in progress"));
         QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 120000);
+        ask->setChecked(true);
         QCOMPARE(w.run()->exitCode(), 0);
 
         // The curve continued from 16: 1..30 once, the first attempt's 16..30 apart.
