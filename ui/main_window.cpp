@@ -21,6 +21,7 @@
 #include "ui/samples/samples_model.h"
 #include "ui/samples/samples_panel.h"
 
+#include "engine/config/memory_estimate.h"
 #include "engine/hf/finetune.h"
 #include "engine/run_folder/layout.h"
 
@@ -145,6 +146,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     connect(editor_, &ConfigEditor::validityChanged, this,
             [this] { onStateChanged(run_->state()); });
+    // A CPU run's expected peak is checked against this machine's free memory before Start.
+    if (cudaDeviceCount() == 0) editor_->setHostMemory(&lathe::config::host_available_memory);
     // The parallel layout is checked against the Ranks box, and the mesh proposes its size there.
     editor_->setWorldSize(ranks_->value());
     proposedRanks_ = int(lathe::config::proposed_world_size(editor_->resolvedConfig()));

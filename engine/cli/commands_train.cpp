@@ -44,10 +44,11 @@ std::string timer_async_name(const config::ExperimentConfig& cfg) {
 }  // namespace
 
 int cmd_train(const Args& args) {
-    auto p = parse_args(args, {"--control-socket", "--runs-dir", "--resume-from"});
+    auto p = parse_args(args, {"--control-socket", "--runs-dir", "--resume-from"}, {"--force"});
     config::ExperimentConfig cfg;
     if (!load_config(p, "train", cfg)) return kExitUsage;
     RunOptions opts;
+    opts.force = p.has("--force");
     opts.resume_from = p.option("--resume-from");
     opts.control_socket = p.option("--control-socket");
     opts.runs_dir = p.option("--runs-dir");

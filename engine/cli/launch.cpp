@@ -413,7 +413,7 @@ int cmd_launch(const Args& args) {
         return kExitUsage;
     }
     // Validate once here, with the world size the job will have, before spawning anything.
-    auto p = parse_args(rest, {"--control-socket", "--runs-dir", "--resume-from"});
+    auto p = parse_args(rest, {"--control-socket", "--runs-dir", "--resume-from"}, {"--force"});
     auto overrides = p.overrides;
     overrides.push_back("launch.nproc=" + std::to_string(o.nproc * o.nnodes));
     auto loaded = hf::load_spec(p.spec, overrides);

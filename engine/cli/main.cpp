@@ -19,6 +19,9 @@ Commands:
                                      weights and tokenizer, with dataset.paths to give)
         [--resume-from CKPT]         continue from exactly this checkpoint (newer ones set aside)
         [--control-socket PATH]      connect to a GUI (docs/protocol.md)
+        [--force]                    start even if the expected peak memory (training state,
+                                     activations, logits; `validate` prints it) exceeds the
+                                     device's free memory
   launch --nproc N [CONFIG] [...]    run N ranks on this node, like torchrun (N = gpu: one per GPU;
                                      auto: one per GPU, else one CPU rank); see docs/multi-node.md
   bench [CONFIG] [--steps N]         time N training steps; prints one JSON line

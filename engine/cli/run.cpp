@@ -19,6 +19,7 @@
 #include "engine/train/trainer.h"
 #include "engine/util/error.h"
 #include "engine/util/log.h"
+#include "engine/util/torch_error.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -121,30 +122,22 @@ int64_t free_memory(const torch::Device& device) {
         if (get && get(&free, &total) == 0) return static_cast<int64_t>(free);
         return 0;
     }
-    int64_t available = 0;
-    std::ifstream meminfo("/proc/meminfo");
-    std::string key;
-    int64_t kib = 0;
-    std::string unit;
-    while (meminfo >> key >> kib >> unit) {
-        if (key == "MemAvailable:") available = kib * 1024;
-    }
-    int64_t limit = 0, used = 0;
-    std::ifstream max_file("/sys/fs/cgroup/memory.max"),
-        current_file("/sys/fs/cgroup/memory.current");
-    if ((max_file >> limit) && (current_file >> used) && limit > used &&
-        (available == 0 || limit - used < available))
-        available = limit - used;
-    return available;
+    return config::host_available_memory();
 }
 
-// Refuses (exit 2, on every rank) a model whose parameters, gradients and optimizer state alone
-// exceed the device's free memory, before anything is allocated.
-bool model_fits(const config::ExperimentConfig& cfg, dist::Environment& env) {
+// Refuses (exit 2, on every rank) a run whose expected peak (the training state, and a
+// micro-batch's activations and logits) exceeds the device's free memory, before anything is
+// allocated; --force starts it anyway. An out-of-memory error later quotes the estimate.
+bool model_fits(const config::ExperimentConfig& cfg, dist::Environment& env, bool force) {
     const auto estimate = config::estimate_training_memory(cfg, env.world_size());
+    set_memory_note(estimate.describe_peak());
     const int64_t sharing = env.device().is_cuda() ? 1 : env.world().local_world_size;
-    std::string refusal =
-        config::memory_refusal(estimate, free_memory(env.device()), env.device().str(), sharing);
+    std::string refusal = config::memory_refusal(estimate, free_memory(env.device()),
+                                                 env.device().str(), sharing, &cfg);
+    if (force && !refusal.empty() && !estimate.saturated) {
+        log::warn("--force: starting although {}", refusal);
+        refusal.clear();
+    }
     auto refused = torch::tensor({static_cast<int64_t>(refusal.empty() ? 0 : 1)});
     env.cpu_group().all_reduce(refused, dist::ReduceOp::max);
     if (refused.item<int64_t>() == 0) {
@@ -199,7 +192,7 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         log_file = run_folder::join(folder, run_folder::rank_log_file(rank));
     }
     log::setup(rank, dist::should_log(env->world(), cfg.launch.log_filter_type), log_file);
-    if (!model_fits(cfg, *env)) {
+    if (!model_fits(cfg, *env, opts.force)) {
         dist::teardown_training_environment(*env);
         return kExitUsage;
     }

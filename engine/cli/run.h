@@ -19,6 +19,8 @@ struct RunOptions {
     /// abandoned (step{N}.abandoned) and the resume is noted in the run's history.jsonl.
     std::string resume_from;
     bool bench = false;  ///< no files, no callbacks: measure only
+    /// Start even when the memory estimate's peak exceeds the device's free memory (--force).
+    bool force = false;
     /// Called after the trainer is assembled, before fit() (bench adds its callback here).
     std::function<void(train::Trainer&)> customize;
 };

@@ -10,10 +10,23 @@
 
 namespace lathe {
 
-/// What the error says, without LibTorch's backtrace; with the remedies for out of memory.
+/// What the run's memory estimate expected ("expected peak 70.1 GiB per rank: ..."), which an
+/// out-of-memory message quotes; set by the training command once it has the config.
+inline std::string& memory_note() {
+    static std::string note;
+    return note;
+}
+inline void set_memory_note(std::string note) {
+    memory_note() = std::move(note);
+}
+
+/// What the error says, without LibTorch's backtrace; with the estimate's expected peak and the
+/// remedies for out of memory.
 inline std::string message_of(const std::exception& e) {
     if (const auto* oom = dynamic_cast<const c10::OutOfMemoryError*>(&e))
         return std::string(oom->what_without_backtrace()) +
+               (memory_note().empty() ? std::string()
+                                      : "\nThe memory estimate expected: " + memory_note()) +
                "\nRemedies, in order: recompute activations in backward "
                "(train_module.ac_config.mode=full, or selected_blocks), a smaller "
                "train_module.rank_microbatch_size (more micro-batches, same batch), then shard "

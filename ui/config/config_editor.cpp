@@ -443,10 +443,25 @@ void ConfigEditor::updateSummary(const cfg::ParallelLayout& layout) {
                                    toQ(layout.problems.front())));
         return;
     }
-    // What Start will ask of the machine, before Start: the model's size and its training state.
+    // What Start will ask of the machine, before Start: the model's size, its training state and
+    // a step's expected peak; on a machine without a GPU, checked against its free memory as the
+    // engine will check it.
+    const auto estimate = cfg::estimate_training_memory(config_, worldSize_);
+    const int64_t available = hostMemory_ ? hostMemory_() : 0;
+    const std::string refusal =
+        available > 0
+            ? cfg::memory_refusal(estimate, available, "this machine", worldSize_, &config_)
+            : std::string();
+    if (!refusal.empty()) {
+        summary_->setText(tr("⚠ The engine will refuse this run: %1").arg(toQ(refusal)));
+        return;
+    }
     summary_->setText(tr("✔ The config is valid.") + QStringLiteral(" ") +
-                      tr("Training needs %1.")
-                          .arg(toQ(cfg::estimate_training_memory(config_, worldSize_).describe())));
+                      tr("Training needs %1.").arg(toQ(estimate.describe())));
+}
+
+QString ConfigEditor::summaryText() const {
+    return summary_->text();
 }
 
 Json ConfigEditor::resolvedJson() const {

@@ -13,6 +13,7 @@
 #include <QHash>
 #include <QWidget>
 
+#include <functional>
 #include <vector>
 
 class QComboBox;
@@ -71,6 +72,13 @@ public:
     const lathe::config::ParallelLayout& parallelLayout() const;
     int worldSize() const { return worldSize_; }
     LayoutDiagram* layoutDiagram() const { return diagram_; }
+    /// Where the summary learns the free memory a run on this machine has (the window gives
+    /// config::host_available_memory when there is no GPU; unset or 0: not checked).
+    void setHostMemory(std::function<int64_t()> available) {
+        hostMemory_ = std::move(available);
+        revalidate();
+    }
+    QString summaryText() const;
 
 public Q_SLOTS:
     /// The ranks the run will have (the workbench's Ranks box): the layout is checked against it.
@@ -126,6 +134,7 @@ private:
     lathe::config::ExperimentConfig config_;
     int worldSize_ = 1;
     LayoutDiagram* diagram_ = nullptr;
+    std::function<int64_t()> hostMemory_;
 };
 
 }  // namespace lathe::ui

@@ -809,6 +809,59 @@ private Q_SLOTS:
                  std::string("unset: off"));
         QCOMPARE(null_placeholder("No word for it.", nullptr), std::string("unset"));
     }
+
+    // The pre-flight counts a step's peak, not only the training state (issue 34 item 12: the
+    // H200 ran out of memory on activations): activations by micro-batch and checkpointing, the
+    // logits, autocast's weight copies; a refusal lists the remedies in order, each with the peak
+    // it would give.
+    void memoryPreflightCountsActivations() {
+        auto c =
+            load("olmo2_1B",
+                 {"train_module.autocast_precision=bfloat16", "dataset.sequence_length=4096",
+                  "train_module.max_sequence_length=4096",
+                  "train_module.rank_microbatch_size=16384", "data_loader.global_batch_size=65536"})
+                .config;
+        const auto none = estimate_training_memory(c, 1);
+        QVERIFY(none.activation_bytes > none.bytes_per_rank);  // what ran out on the H200
+        QVERIFY(none.weight_copy_bytes > 0);
+        QCOMPARE(none.peak_bytes, none.bytes_per_rank + none.activation_bytes +
+                                      std::max(none.logits_bytes, none.backward_bytes) +
+                                      none.weight_copy_bytes);
+        auto half = c;
+        half.train_module.rank_microbatch_size = 8192;
+        QVERIFY(std::abs(double(estimate_training_memory(half, 1).activation_bytes) * 2 -
+                         double(none.activation_bytes)) < 16);  // linear in the tokens
+        auto full = c;
+        full.train_module.ac_config.mode = ActivationCheckpointingMode::full;
+        const auto ac = estimate_training_memory(full, 1);
+        QVERIFY(ac.activation_bytes * 10 < none.activation_bytes);
+        QVERIFY(ac.backward_bytes > 0);  // one block recomputed in backward
+        auto tp = c;
+        tp.train_module.tp_config.degree = 2;
+        QVERIFY(estimate_training_memory(tp, 2).activation_bytes < none.activation_bytes);
+
+        // 60 GiB free: refused, naming the remedies in order with their peaks.
+        const std::string refusal = memory_refusal(none, int64_t{60} << 30, "cuda:0", 1, &c);
+        const auto at = [&](const std::string& what) { return refusal.find(what); };
+        QVERIFY2(at("expected peak") != std::string::npos, refusal.c_str());
+        QVERIFY2(at("1. train_module.ac_config.mode=full (" + human_bytes(double(ac.peak_bytes)) +
+                    ")") != std::string::npos,
+                 refusal.c_str());
+        // The largest halving that fits: 8192 tokens in 60 GiB; in 40 GiB none does, and the
+        // smallest (one 4096-token sequence) is named with its peak.
+        QVERIFY(estimate_training_memory(half, 1).peak_bytes < (int64_t{60} << 30));
+        QVERIFY2(at("e.g. 8192 (") != std::string::npos, refusal.c_str());
+        auto quarter = c;
+        quarter.train_module.rank_microbatch_size = 4096;
+        QVERIFY(estimate_training_memory(quarter, 1).peak_bytes > (int64_t{40} << 30));
+        QVERIFY(memory_refusal(none, int64_t{40} << 30, "cuda:0", 1, &c).find("e.g. 4096 (") !=
+                std::string::npos);
+        QVERIFY(at("ac_config") < at("rank_microbatch_size"));
+        QVERIFY(at("rank_microbatch_size") < at("dp_config.name=fsdp"));
+        QVERIFY(at("--force") != std::string::npos);
+        QVERIFY(memory_refusal(none, int64_t{200} << 30, "cuda:0", 1, &c).empty());
+        QVERIFY(memory_refusal(ac, int64_t{60} << 30, "cuda:0", 1, &full).empty());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestConfig)

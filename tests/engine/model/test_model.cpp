@@ -750,6 +750,7 @@ private Q_SLOTS:
     // goes to the log file only; out of memory names the remedies, in order (issue 34).
     void torchErrorsAreOneClearMessage() {
         bool thrown = false;
+        lathe::set_memory_note("expected peak 70.00 GiB per rank: test");
         try {
             TORCH_CHECK_WITH(OutOfMemoryError, false,
                              "CUDA out of memory. Tried to allocate 2.00 GiB");
@@ -761,8 +762,13 @@ private Q_SLOTS:
                          m.find("train_module.rank_microbatch_size"),
                      m.c_str());
             QVERIFY2(m.find("frame #") == std::string::npos, m.c_str());
+            // What the estimate expected, before the remedies (issue 34 item 11).
+            QVERIFY2(m.find("The memory estimate expected: expected peak 70.00 GiB") <
+                         m.find("Remedies"),
+                     m.c_str());
             QVERIFY(has_backtrace(e));
         }
+        lathe::set_memory_note({});
         QVERIFY(thrown);
         thrown = false;
         try {

@@ -595,6 +595,20 @@ private Q_SLOTS:
         r = run_engine(args("small", {"trainer.max_duration=1steps"}), runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
         QVERIFY2(r.output.contains("memory: at least"), qPrintable(r.output));
+        // A small model whose micro-batch's activations cannot fit (issue 34 item 12): refused
+        // with the expected peak and the remedies; --force goes past the check (here to the
+        // dataset, which has no batch that large).
+        const QStringList huge = {"trainer.max_duration=1steps",
+                                  "train_module.rank_microbatch_size=17179869184",
+                                  "data_loader.global_batch_size=17179869184"};
+        r = run_engine(args("activations", huge), runs());
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.output.contains("expected peak") && r.output.contains("activations") &&
+                     r.output.contains("1. train_module.ac_config.mode=full"),
+                 qPrintable(r.output));
+        r = run_engine(args("activations", huge) << "--force", runs());
+        QVERIFY2(r.output.contains("--force: starting although"), qPrintable(r.output));
+        QVERIFY2(r.output.contains("fewer than one global batch"), qPrintable(r.output));
     }
 
     // A run folder whose checkpoints are all gone (an emptied bucket, a deleted folder) but that
