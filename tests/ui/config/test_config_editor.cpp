@@ -292,6 +292,22 @@ private Q_SLOTS:
         QCOMPARE(beta2->shownText(), QString());
     }
 
+    // Before Start, the summary checks a CPU run's expected peak against the machine's free
+    // memory, as the engine will (issue 34 item 12).
+    void summaryWarnsWhenThePeakDoesNotFit() {
+        ConfigEditor editor;
+        editor.setHostMemory([] { return int64_t{8} << 30; });
+        QVERIFY2(editor.summaryText().contains("expected peak"), qPrintable(editor.summaryText()));
+        QVERIFY(!editor.summaryText().contains("refuse"));
+        editor.editField(QStringLiteral("train_module.rank_microbatch_size"), int64_t{1} << 30);
+        editor.editField(QStringLiteral("data_loader.global_batch_size"), int64_t{1} << 30);
+        QVERIFY2(editor.summaryText().contains("The engine will refuse this run") &&
+                     editor.summaryText().contains("Remedies, in order"),
+                 qPrintable(editor.summaryText()));
+        editor.setHostMemory({});  // unknown (a GPU machine): not checked here
+        QVERIFY(!editor.summaryText().contains("refuse"));
+    }
+
     // A letter typed into a number is refused with a word, not dropped in silence (issue 34);
     // the next keystroke that is taken clears it.
     void refusedKeystrokesAreExplained() {
