@@ -3,6 +3,7 @@
 #include "ui/checkpoints/checkpoint_info.h"
 #include "ui/checkpoints/checkpoints_model.h"
 #include "ui/checkpoints/checkpoints_panel.h"
+#include "ui/checkpoints/export_dialog.h"
 #include "ui/config/config_editor.h"
 #include "ui/config/layout_diagram.h"
 #include "ui/control/run_session.h"
@@ -580,6 +581,21 @@ DataDialog* MainWindow::showDataDialog() {
     return dataDialog_;
 }
 
+ExportDialog* MainWindow::showExportDialog() {
+    if (!exportDialog_) exportDialog_ = new ExportDialog(this);
+    // The checkpoint selected in the dock, else the shown run's newest complete one.
+    QString checkpoint = checkpointsPanel_->currentCheckpoint();
+    if (checkpoint.isEmpty())
+        for (int row = checkpointsModel_->rowCount() - 1; row >= 0 && checkpoint.isEmpty(); --row)
+            if (checkpointsModel_->checkpoint(row).canResume())
+                checkpoint = checkpointsModel_->checkpoint(row).path;
+    if (!checkpoint.isEmpty() && !exportDialog_->isRunning())
+        exportDialog_->setCheckpoint(checkpoint);
+    exportDialog_->show();
+    exportDialog_->raise();
+    return exportDialog_;
+}
+
 void MainWindow::buildMenus() {
     auto* file = menuBar()->addMenu(tr("&File"));
     auto* open = file->addAction(tr("&Open config…"), editor_, &ConfigEditor::openInteractive);
@@ -596,6 +612,7 @@ void MainWindow::buildMenus() {
     });
     file->addSeparator();
     file->addAction(tr("Prepare &data…"), this, &MainWindow::showDataDialog);
+    file->addAction(tr("&Export to Hugging Face…"), this, &MainWindow::showExportDialog);
     file->addSeparator();
     file->addAction(tr("Export plots as &PNG…"), plots_, &PlotPanel::exportPngInteractive);
     file->addAction(tr("Export metrics as &CSV…"), plots_, &PlotPanel::exportCsvInteractive);

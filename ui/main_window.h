@@ -27,6 +27,7 @@ class CheckpointsPanel;
 class CompareView;
 class ConfigEditor;
 class DataDialog;
+class ExportDialog;
 class LogModel;
 class LogView;
 class MetricStore;
@@ -95,6 +96,9 @@ public Q_SLOTS:
     /// The Data page (File > Prepare data): text to token files; its result fills dataset.* and
     /// model.vocab_size in the editor. Made on first use and kept.
     DataDialog* showDataDialog();
+    /// File > Export to Hugging Face…: the selected checkpoint (else the run's newest complete
+    /// one) to a Hugging Face folder, by `lathe-engine export`. Made on first use and kept.
+    ExportDialog* showExportDialog();
     /// File > New run from a Hugging Face model…: the editor gets a fine-tuning config of the
     /// model folder `dir` (its family, sizes, weights and tokenizer; hf::finetune_document). An
     /// unsupported model is refused with the reason, and the editor keeps its config.
@@ -141,6 +145,7 @@ private:
 
     ConfigEditor* editor_ = nullptr;
     DataDialog* dataDialog_ = nullptr;
+    ExportDialog* exportDialog_ = nullptr;
     MetricStore* store_ = nullptr;
     PlotPanel* plots_ = nullptr;
     LogModel* logModel_ = nullptr;

@@ -11,6 +11,7 @@
 #include "tests/ui/runs/engine_fixtures.h"
 #include "tests/ui/runs/run_fixtures.h"
 #include "ui/checkpoints/checkpoints_model.h"
+#include "ui/checkpoints/export_dialog.h"
 #include "ui/checkpoints/resume_plan.h"
 #include "ui/control/run_controller.h"
 #include "ui/control/run_session.h"
@@ -23,6 +24,7 @@
 
 #include <QDir>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 
 #include <QTemporaryDir>
@@ -341,6 +343,36 @@ private Q_SLOTS:
         QCOMPARE(RunController::removeStaleFolders(tmp.path()), QStringList{control});
         QVERIFY(!QFileInfo::exists(control));
         QVERIFY(QFileInfo(tmp.path() + "/lathe-keepme").isDir());
+    }
+
+    // File > Export to Hugging Face… (issue 34 item 10): the reference run's step-15 checkpoint
+    // to a Hugging Face folder through the real engine; a bad checkpoint shows the engine's error.
+    void exportDialogWritesAHuggingFaceFolder() {
+        lathe::ui::ExportDialog dialog;
+        QSignalSpy finished(&dialog, &lathe::ui::ExportDialog::finished);
+        const QString checkpoint = root_.path() + "/reference/step15";
+        dialog.setCheckpoint(checkpoint);
+        const QString out = root_.path() + "/reference-step15-hf";
+        QCOMPARE(dialog.arguments().at(2), out);  // suggested beside the run
+        dialog.setDType("bfloat16");
+        QVERIFY(dialog.arguments().contains("bfloat16"));
+        dialog.findChild<QPushButton*>("exportButton")->click();
+        QVERIFY(dialog.isRunning());
+        QVERIFY(finished.wait(120000));
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(dialog.statusText()));
+        QVERIFY(QFileInfo(out + "/config.json").isFile());
+        QVERIFY(QFileInfo(out + "/model.safetensors").isFile());
+        QVERIFY2(
+            dialog.statusText().contains("Exported to") && dialog.statusText().contains("bfloat16"),
+            qPrintable(dialog.statusText()));
+        dialog.setCheckpoint(root_.path() + "/no-such-run/step15");
+        dialog.setOutputFolder(root_.path() + "/nothing-hf");
+        QVERIFY(dialog.startExport());
+        QVERIFY(finished.wait(60000));
+        QVERIFY(!finished.last().at(0).toBool());
+        QVERIFY2(dialog.statusText().startsWith("Export failed:") &&
+                     dialog.statusText().contains("no-such-run"),
+                 qPrintable(dialog.statusText()));
     }
 
     void attachAndNoticeDeath() {

@@ -2,6 +2,7 @@
 // in the Runs dock, open it, select its step15 checkpoint, press Resume: the engine continues the
 // run and the curve continues from step 16 (the first attempt's 16..30 drawn apart as abandoned).
 // Then compare two runs. Screenshots go to $LATHE_ARTIFACTS.
+#include "ui/checkpoints/export_dialog.h"
 #include "ui/main_window.h"
 
 #include "tests/engine_runner.h"
@@ -98,6 +99,10 @@ private Q_SLOTS:
         // Select step15 and press Resume: the window asks first, naming the checkpoint it will
         // set aside; Cancel changes nothing.
         QVERIFY(w.checkpointsPanel()->selectCheckpoint("step15"));
+        // (File > Export to Hugging Face… starts from the selected checkpoint.)
+        lathe::ui::ExportDialog* exporter = w.showExportDialog();
+        QCOMPARE(QFileInfo(exporter->arguments().at(1)).fileName(), QStringLiteral("step15"));
+        exporter->close();
         QPushButton* resume = w.checkpointsPanel()->resumeButton();
         QTRY_VERIFY(resume->isEnabled());
         QString asked;

@@ -1,0 +1,161 @@
+#include "ui/checkpoints/export_dialog.h"
+
+#include "engine/config/memory_estimate.h"
+#include "ui/control/run_controller.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+namespace lathe::ui {
+
+ExportDialog::ExportDialog(QWidget* parent) : QDialog(parent) {
+    setObjectName(QStringLiteral("exportDialog"));
+    setWindowTitle(tr("Export to Hugging Face"));
+    auto* layout = new QVBoxLayout(this);
+    auto* intro = new QLabel(
+        tr("Writes a Hugging Face model folder (config.json, model.safetensors, the tokenizer) of "
+           "the checkpoint's family, for transformers' from_pretrained."),
+        this);
+    intro->setWordWrap(true);
+    layout->addWidget(intro);
+    auto* form = new QFormLayout;
+    auto pathRow = [this, form](QLineEdit*& edit, const QString& label, const QString& name,
+                                bool folder) {
+        auto* row = new QHBoxLayout;
+        edit = new QLineEdit(this);
+        edit->setObjectName(name);
+        auto* browse = new QPushButton(tr("Browse…"), this);
+        row->addWidget(edit, 1);
+        row->addWidget(browse);
+        form->addRow(label, row);
+        connect(edit, &QLineEdit::textChanged, this, &ExportDialog::updateButtons);
+        connect(browse, &QPushButton::clicked, this, [this, edit, folder] {
+            const QString dir = QFileDialog::getExistingDirectory(
+                this, folder ? tr("Output folder") : tr("Checkpoint folder (stepN)"), edit->text());
+            if (!dir.isEmpty()) edit->setText(dir);
+        });
+    };
+    pathRow(checkpoint_, tr("Checkpoint:"), QStringLiteral("exportCheckpoint"), false);
+    pathRow(out_, tr("Output folder:"), QStringLiteral("exportOut"), true);
+    out_->setPlaceholderText(tr("A new or empty folder"));
+    dtype_ = new QComboBox(this);
+    dtype_->setObjectName(QStringLiteral("exportDType"));
+    dtype_->addItems({QStringLiteral("float32"), QStringLiteral("bfloat16")});
+    dtype_->setToolTip(tr("The weights' dtype in the folder (bfloat16: half the size)"));
+    form->addRow(tr("Weights:"), dtype_);
+    shardSize_ = new QComboBox(this);
+    shardSize_->setEditable(true);
+    shardSize_->addItems({QStringLiteral("5GB"), QStringLiteral("2GB"), QStringLiteral("10GB")});
+    shardSize_->setToolTip(tr("Larger weights are split into model-0000N-of-0000M.safetensors"));
+    form->addRow(tr("Shard size:"), shardSize_);
+    layout->addLayout(form);
+    status_ = new QLabel(this);
+    status_->setObjectName(QStringLiteral("exportStatus"));
+    status_->setWordWrap(true);
+    status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(status_);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
+    export_ = buttons->addButton(tr("Export"), QDialogButtonBox::AcceptRole);
+    export_->setObjectName(QStringLiteral("exportButton"));
+    connect(export_, &QPushButton::clicked, this, &ExportDialog::startExport);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::close);
+    layout->addWidget(buttons);
+    resize(560, sizeHint().height());
+    updateButtons();
+}
+
+void ExportDialog::setCheckpoint(const QString& path) {
+    checkpoint_->setText(path);
+    if (out_->text().isEmpty() && !path.isEmpty()) {
+        // <run>-<step>-hf beside the run folder: a suggestion, editable.
+        const QFileInfo ckpt(path);
+        const QFileInfo run(ckpt.path());
+        out_->setText(QDir(run.path()).filePath(run.fileName() + "-" + ckpt.fileName() + "-hf"));
+    }
+}
+
+void ExportDialog::setOutputFolder(const QString& path) {
+    out_->setText(path);
+}
+
+void ExportDialog::setDType(const QString& dtype) {
+    dtype_->setCurrentText(dtype);
+}
+
+QStringList ExportDialog::arguments() const {
+    return {QStringLiteral("export"),
+            checkpoint_->text().trimmed(),
+            out_->text().trimmed(),
+            QStringLiteral("--dtype"),
+            dtype_->currentText(),
+            QStringLiteral("--max-shard-size"),
+            shardSize_->currentText().trimmed()};
+}
+
+QString ExportDialog::statusText() const {
+    return status_->text();
+}
+
+void ExportDialog::updateButtons() {
+    export_->setEnabled(!isRunning() && !checkpoint_->text().trimmed().isEmpty() &&
+                        !out_->text().trimmed().isEmpty());
+}
+
+bool ExportDialog::startExport() {
+    if (isRunning()) return false;
+    if (checkpoint_->text().trimmed().isEmpty() || out_->text().trimmed().isEmpty()) {
+        status_->setText(tr("Choose a checkpoint and an output folder first."));
+        return false;
+    }
+    auto* p = new QProcess(this);
+    process_ = p;
+    connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus status) {
+        const QByteArray out = p->readAllStandardOutput();
+        const QString err = QString::fromUtf8(p->readAllStandardError()).trimmed();
+        p->deleteLater();
+        const auto j = nlohmann::json::parse(out.toStdString(), nullptr, false);
+        const bool ok = status == QProcess::NormalExit && code == 0 && j.is_object();
+        QString message;
+        if (ok) {
+            message = tr("Exported to %1: %2 file(s), %3 tensors, %4 of %5 weights.")
+                          .arg(QString::fromStdString(j.value("exported", std::string())))
+                          .arg(j.value("files", nlohmann::json::array()).size())
+                          .arg(j.value("tensors", 0))
+                          .arg(QString::fromStdString(
+                              lathe::config::human_bytes(j.value("weight_bytes", 0.0))))
+                          .arg(QString::fromStdString(j.value("dtype", std::string())));
+        } else {
+            const QStringList lines = err.split('\n', Qt::SkipEmptyParts);
+            message = tr("Export failed: %1")
+                          .arg(lines.isEmpty() ? tr("exit %1").arg(code) : lines.last());
+        }
+        status_->setText(message);
+        updateButtons();
+        Q_EMIT finished(ok, message);
+    });
+    connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
+        if (e != QProcess::FailedToStart) return;
+        const QString message = tr("Cannot start %1: %2").arg(p->program(), p->errorString());
+        status_->setText(message);
+        p->deleteLater();
+        updateButtons();
+        Q_EMIT finished(false, message);
+    });
+    status_->setText(tr("Exporting…"));
+    p->start(RunController::findEngine(), arguments());
+    updateButtons();
+    return true;
+}
+
+}  // namespace lathe::ui
