@@ -31,6 +31,7 @@ int cmd_prepare_data(const Args& args);
 int cmd_chat(const Args& args);
 int cmd_dataset(const Args& args);
 int cmd_runs(const Args& args);
+int cmd_notes(const Args& args);
 
 }  // namespace lathe::cli
 

@@ -6,6 +6,7 @@
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
 #include "engine/train/scheduler.h"
+#include "engine/util/error.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -268,16 +269,53 @@ int cmd_runs(const Args& args) {
             row["state"] = "unknown";
             row["reason"] = error.empty() ? "no status.json" : error;
         }
+        std::string tags;
+        if (const auto n = run_folder::read_record<run_folder::RunNotes>(
+                run_folder::join(f, run_folder::kNotesFile))) {
+            row["tags"] = n->tags;
+            row["notes"] = n->notes;
+            for (const auto& t : n->tags) tags += (tags.empty() ? "[" : ", ") + t;
+            if (!tags.empty()) tags += "] ";
+        }
         if (json) {
             std::cout << row.dump() << "\n";
             continue;
         }
-        std::printf("%-28s %-12s %8s  %s\n", row["name"].get<std::string>().c_str(),
+        std::printf("%-28s %-12s %8s  %s%s\n", row["name"].get<std::string>().c_str(),
                     row["state"].get<std::string>().c_str(),
                     row.contains("step") ? std::to_string(row["step"].get<int64_t>()).c_str() : "-",
-                    row["reason"].get<std::string>().c_str());
+                    tags.c_str(), row["reason"].get<std::string>().c_str());
     }
     if (!json && folders.empty()) std::cout << "no runs in " << root << "\n";
+    return kExitOk;
+}
+
+int cmd_notes(const Args& args) {
+    auto p = parse_args(args, {"--tags", "--notes"});
+    const char* usage = "usage: lathe-engine notes RUN_DIR [--tags a,b] [--notes TEXT]\n";
+    if (!p.errors.empty() || p.spec.empty() || !p.overrides.empty()) {
+        std::cerr << "lathe-engine notes: "
+                  << (!p.errors.empty()      ? p.errors[0]
+                      : !p.overrides.empty() ? "unexpected argument " + p.overrides[0]
+                                             : std::string("no run folder given"))
+                  << "\n"
+                  << usage;
+        return kExitUsage;
+    }
+    if (!run_folder::is_run_folder(p.spec)) {
+        std::cerr << "lathe-engine notes: " << p.spec << ": not a run folder\n";
+        return kExitFailure;
+    }
+    const std::string file = run_folder::join(p.spec, run_folder::kNotesFile);
+    std::string error;
+    auto notes = run_folder::read_record<run_folder::RunNotes>(file, &error);
+    if (!notes && std::filesystem::exists(file))
+        throw lathe::Error(file + ": " + error + " (fix or remove it to write notes)");
+    run_folder::RunNotes n = notes.value_or(run_folder::RunNotes{});
+    if (p.has("--tags")) n.tags = run_folder::parse_tags(p.option("--tags"));
+    if (p.has("--notes")) n.notes = p.option("--notes");
+    if (p.has("--tags") || p.has("--notes")) run_folder::write_record(file, n);
+    std::cout << run_folder::to_json(n).dump() << "\n";
     return kExitOk;
 }
 

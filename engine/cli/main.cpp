@@ -57,7 +57,9 @@ Commands:
                                      what its ratio needs and the repetition that takes
   runs [ROOT] [--json]               the runs under ROOT (default: the runs folder) and where each
                                      stands: running, finished, stopped, failed, or interrupted
-                                     (status "running" but its process is gone)
+                                     (status "running" but its process is gone), with tags
+  notes RUN_DIR [--tags a,b]         a run's tags and notes (notes.json; the Runs dock edits
+        [--notes TEXT]               them too): prints them, or sets what is given
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
         {"chat", cmd_chat},
         {"dataset", cmd_dataset},
         {"runs", cmd_runs},
+        {"notes", cmd_notes},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

@@ -27,6 +27,8 @@ inline constexpr const char* kSentencePieceFile = "tokenizer.model";
 inline constexpr const char* kStatusFile = "status.json";
 inline constexpr const char* kHistoryFile = "history.jsonl";
 inline constexpr const char* kParentFile = "parent.json";
+/// The user's tags and notes on the run (records.h, RunNotes); the engine never writes it.
+inline constexpr const char* kNotesFile = "notes.json";
 inline constexpr const char* kSamplesFile = "samples.jsonl";
 inline constexpr const char* kMetricsJsonlFile = "metrics.jsonl";
 inline constexpr const char* kMetricsCsvFile = "metrics.csv";

@@ -3,6 +3,7 @@
 #include "engine/run_folder/file_io.h"
 #include "engine/util/error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -173,7 +174,30 @@ LATHE_RUN_FOLDER_RECORD(RunStatus)
 LATHE_RUN_FOLDER_RECORD(ParentLink)
 LATHE_RUN_FOLDER_RECORD(ResumeEvent)
 LATHE_RUN_FOLDER_RECORD(UnusableCheckpoint)
+LATHE_RUN_FOLDER_RECORD(RunNotes)
 #undef LATHE_RUN_FOLDER_RECORD
+
+std::vector<std::string> parse_tags(const std::string& text) {
+    std::vector<std::string> tags;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        std::size_t comma = text.find(',', start);
+        if (comma == std::string::npos) comma = text.size();
+        std::string tag = text.substr(start, comma - start);
+        const auto first = tag.find_first_not_of(" \t");
+        tag = first == std::string::npos
+                  ? std::string()
+                  : tag.substr(first, tag.find_last_not_of(" \t") - first + 1);
+        start = comma + 1;
+        if (tag.empty()) continue;
+        if (tag.size() > 64)
+            throw Error("tag \"" + tag.substr(0, 64) + "…\" is longer than 64 bytes");
+        for (unsigned char c : tag)
+            if (c < 0x20 || c == 0x7f) throw Error("tag \"" + tag + "\" has a control character");
+        if (std::find(tags.begin(), tags.end(), tag) == tags.end()) tags.push_back(tag);
+    }
+    return tags;
+}
 
 std::vector<ResumeEvent> read_resume_events(const std::string& history_path) {
     std::vector<ResumeEvent> out;

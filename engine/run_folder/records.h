@@ -141,6 +141,24 @@ struct UnusableCheckpoint {
     }
 };
 
+/// notes.json: what the user says of a run, from the workbench's Runs dock or `lathe-engine notes`:
+/// tags (short words to filter by: "baseline", "lr-sweep") and free-text notes.
+struct RunNotes {
+    std::vector<std::string> tags;
+    std::string notes;
+
+    template <class V>
+    void visit(V& v) {
+        v("tags", tags);
+        v("notes", notes);
+    }
+};
+
+/// Tags as the user typed them ("baseline, lr sweep,,baseline"): split at commas, trimmed, empty
+/// ones and repeats dropped, in order. Throws lathe::Error for a tag with a control character or
+/// longer than 64 bytes, naming it.
+std::vector<std::string> parse_tags(const std::string& text);
+
 /// Every field, in declaration order.
 template <class R>
 nlohmann::ordered_json to_json(const R& record);

@@ -29,8 +29,9 @@ bool RunInfo::operator==(const RunInfo& o) const {
            pid == o.pid && startedAt == o.startedAt && updatedAt == o.updatedAt &&
            sameNumber(elapsedS, o.elapsedS) && step == o.step && maxSteps == o.maxSteps &&
            tokens == o.tokens && maxTokens == o.maxTokens && worldSize == o.worldSize &&
-           model == o.model && sameNumber(lastLoss, o.lastLoss) && parentRun == o.parentRun &&
-           parentStep == o.parentStep && hasConfig == o.hasConfig && hasMetrics == o.hasMetrics;
+           model == o.model && sameNumber(lastLoss, o.lastLoss) && tags == o.tags &&
+           notes == o.notes && parentRun == o.parentRun && parentStep == o.parentStep &&
+           hasConfig == o.hasConfig && hasMetrics == o.hasMetrics;
 }
 
 bool processAlive(qint64 pid) {
@@ -79,6 +80,11 @@ RunInfo readRunInfo(const QString& dir, const RunInfoOptions& options) {
     const QFileInfo metrics(d.filePath(QString::fromLatin1(run_folder::kMetricsJsonlFile)));
     info.hasMetrics = metrics.exists();
 
+    if (const auto n =
+            run_folder::read_record<run_folder::RunNotes>(file(run_folder::kNotesFile))) {
+        for (const auto& t : n->tags) info.tags << QString::fromStdString(t);
+        info.notes = QString::fromStdString(n->notes);
+    }
     if (const auto parent =
             run_folder::read_record<run_folder::ParentLink>(file(run_folder::kParentFile))) {
         info.parentRun = QString::fromStdString(parent->parent_run);
@@ -139,6 +145,20 @@ RunInfo readRunInfo(const QString& dir, const RunInfoOptions& options) {
         }
     }
     return info;
+}
+
+bool writeRunNotes(const QString& runDir, const QString& tags, const QString& notes,
+                   QString* error) {
+    try {
+        run_folder::RunNotes n;
+        n.tags = run_folder::parse_tags(tags.toStdString());
+        n.notes = notes.toStdString();
+        run_folder::write_record(runFile(runDir, run_folder::kNotesFile).toStdString(), n);
+        return true;
+    } catch (const std::exception& e) {
+        if (error) *error = QString::fromStdString(e.what());
+        return false;
+    }
 }
 
 }  // namespace lathe::ui

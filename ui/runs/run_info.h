@@ -25,6 +25,8 @@ struct RunInfo {
     int worldSize = 0;
     QString model;  ///< "64d x 2 layers, vocab 256"
     double lastLoss = std::numeric_limits<double>::quiet_NaN();
+    QStringList tags;  ///< from notes.json (the user's)
+    QString notes;
     QString parentRun;  ///< from parent.json ("Resume as new run"); empty otherwise
     qint64 parentStep = -1;
     bool hasConfig = false;
@@ -60,5 +62,10 @@ struct RunInfoOptions {
 /// Reads the run folder `dir`. A missing or unreadable status.json gives state Unknown (the
 /// reason says why); never throws.
 RunInfo readRunInfo(const QString& dir, const RunInfoOptions& options = {});
+
+/// Writes the run's notes.json (tags as typed: "baseline, lr sweep"; run_folder::parse_tags) as
+/// `lathe-engine notes` does; false with `error` naming the file or the bad tag.
+bool writeRunNotes(const QString& runDir, const QString& tags, const QString& notes,
+                   QString* error = nullptr);
 
 }  // namespace lathe::ui

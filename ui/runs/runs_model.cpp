@@ -90,6 +90,8 @@ RunsModel::Stamp RunsModel::stampOf(const QString& dir) {
     }
     const QFileInfo parent(runFile(dir, run_folder::kParentFile));
     if (parent.exists()) s.parentMtime = parent.lastModified().toMSecsSinceEpoch();
+    const QFileInfo notes(runFile(dir, run_folder::kNotesFile));
+    if (notes.exists()) s.notesMtime = notes.lastModified().toMSecsSinceEpoch() ^ notes.size();
     s.hasConfig = QFileInfo::exists(runFile(dir, run_folder::kConfigFile));
     s.hasMetrics = QFileInfo::exists(runFile(dir, run_folder::kMetricsJsonlFile));
     return s;
@@ -197,6 +199,8 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
                 return r.worldSize;
             case ModelColumn:
                 return r.model;
+            case TagsColumn:
+                return r.tags.join(QStringLiteral(", "));
         }
         return {};
     }
@@ -223,15 +227,19 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
                 return r.worldSize > 0 ? QString::number(r.worldSize) : QStringLiteral("–");
             case ModelColumn:
                 return r.model;
+            case TagsColumn:
+                return r.tags.join(QStringLiteral(", "));
         }
     }
     if (role == Qt::ToolTipRole) {
+        if (index.column() == TagsColumn && !r.notes.isEmpty()) return r.notes;
         if (index.column() == NameColumn) {
             QString tip = r.path;
             if (!r.parentRun.isEmpty())
                 tip += tr("\nresumed as a new run from %1 at step %2")
                            .arg(r.parentRun)
                            .arg(r.parentStep);
+            if (!r.notes.isEmpty()) tip += QStringLiteral("\n\n") + r.notes;
             return tip;
         }
         if (index.column() == StateColumn && !r.reason.isEmpty())
@@ -266,6 +274,8 @@ QVariant RunsModel::headerData(int section, Qt::Orientation o, int role) const {
             return tr("Ranks");
         case ModelColumn:
             return tr("Model");
+        case TagsColumn:
+            return tr("Tags");
     }
     return {};
 }
@@ -294,7 +304,9 @@ bool RunsFilterModel::filterAcceptsRow(int row, const QModelIndex& parent) const
     if (text_.isEmpty()) return true;
     return r.name.contains(text_, Qt::CaseInsensitive) ||
            r.model.contains(text_, Qt::CaseInsensitive) ||
-           r.reason.contains(text_, Qt::CaseInsensitive);
+           r.reason.contains(text_, Qt::CaseInsensitive) ||
+           r.tags.join(QLatin1Char(' ')).contains(text_, Qt::CaseInsensitive) ||
+           r.notes.contains(text_, Qt::CaseInsensitive);
 }
 
 bool RunsFilterModel::lessThan(const QModelIndex& left, const QModelIndex& right) const {

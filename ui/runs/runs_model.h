@@ -34,6 +34,7 @@ public:
         LossColumn,
         WorldSizeColumn,
         ModelColumn,
+        TagsColumn,
         ColumnCount
     };
     static constexpr int PathRole = Qt::UserRole + 1;   ///< QString: the run folder
@@ -66,12 +67,12 @@ Q_SIGNALS:
 
 private:
     struct Stamp {
-        qint64 statusMtime = -1, statusSize = -1, parentMtime = -1;
+        qint64 statusMtime = -1, statusSize = -1, parentMtime = -1, notesMtime = -1;
         bool hasConfig = false, hasMetrics = false;
         bool operator==(const Stamp& o) const {
             return statusMtime == o.statusMtime && statusSize == o.statusSize &&
-                   parentMtime == o.parentMtime && hasConfig == o.hasConfig &&
-                   hasMetrics == o.hasMetrics;
+                   parentMtime == o.parentMtime && notesMtime == o.notesMtime &&
+                   hasConfig == o.hasConfig && hasMetrics == o.hasMetrics;
         }
     };
     static Stamp stampOf(const QString& dir);

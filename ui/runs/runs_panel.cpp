@@ -3,12 +3,16 @@
 
 #include <QComboBox>
 #include <QDesktopServices>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QDir>
+#include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QTableView>
 #include <QUrl>
@@ -54,8 +58,12 @@ RunsPanel::RunsPanel(RunsModel* model, QWidget* parent)
     compare_->setObjectName(QStringLiteral("compareRuns"));
     compare_->setToolTip(tr("Overlay the curves of the selected runs and compare their configs"));
     folder_ = new QPushButton(tr("Open folder"), this);
+    notes_ = new QPushButton(tr("Notes…"), this);
+    notes_->setObjectName(QStringLiteral("runNotes"));
+    notes_->setToolTip(tr("Tags and notes on the run (its notes.json); the filter finds them"));
     buttons->addWidget(open_);
     buttons->addWidget(compare_);
+    buttons->addWidget(notes_);
     buttons->addWidget(folder_);
     buttons->addStretch(1);
     layout->addLayout(buttons);
@@ -85,6 +93,9 @@ RunsPanel::RunsPanel(RunsModel* model, QWidget* parent)
     connect(compare_, &QPushButton::clicked, this, [this] {
         const QStringList runs = selectedRuns();
         if (runs.size() >= 2) Q_EMIT compareRequested(runs);
+    });
+    connect(notes_, &QPushButton::clicked, this, [this] {
+        if (const QString run = currentRun(); !run.isEmpty()) editNotes(run);
     });
     connect(folder_, &QPushButton::clicked, this, [this] {
         const QString run = currentRun();
@@ -123,9 +134,44 @@ bool RunsPanel::selectRun(const QString& runDir) {
     return true;
 }
 
+bool RunsPanel::editNotes(const QString& runDir) {
+    const RunInfo info = readRunInfo(runDir);
+    QDialog dialog(this);
+    dialog.setObjectName(QStringLiteral("runNotesDialog"));
+    dialog.setWindowTitle(tr("Notes on %1").arg(info.name));
+    auto* form = new QFormLayout(&dialog);
+    auto* tags = new QLineEdit(info.tags.join(QStringLiteral(", ")), &dialog);
+    tags->setObjectName(QStringLiteral("runTags"));
+    tags->setPlaceholderText(tr("baseline, lr-sweep"));
+    auto* notes = new QPlainTextEdit(info.notes, &dialog);
+    notes->setObjectName(QStringLiteral("runNotesText"));
+    auto* error = new QLabel(&dialog);
+    error->setStyleSheet(QStringLiteral("color: #c62828"));
+    error->setWordWrap(true);
+    auto* buttons =
+        new QDialogButtonBox(QDialogButtonBox::Save | QDialogButtonBox::Cancel, &dialog);
+    form->addRow(tr("Tags:"), tags);
+    form->addRow(tr("Notes:"), notes);
+    form->addRow(error);
+    form->addRow(buttons);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    connect(buttons, &QDialogButtonBox::accepted, &dialog, [&] {
+        QString why;
+        if (writeRunNotes(runDir, tags->text(), notes->toPlainText(), &why)) {
+            dialog.accept();
+        } else {
+            error->setText(why);  // the dialog stays, with what was typed
+        }
+    });
+    if (dialog.exec() != QDialog::Accepted) return false;
+    model_->refresh();
+    return true;
+}
+
 void RunsPanel::updateButtons() {
     const int n = static_cast<int>(view_->selectionModel()->selectedRows().size());
     open_->setEnabled(n >= 1);
+    notes_->setEnabled(n >= 1);
     compare_->setEnabled(n >= 2);
 }
 

@@ -28,6 +28,10 @@ public:
     QComboBox* stateBox() const { return state_; }
     QPushButton* openButton() const { return open_; }
     QPushButton* compareButton() const { return compare_; }
+    QPushButton* notesButton() const { return notes_; }
+    /// Tags and notes of `runDir`: a small dialog (tags as "a, b", free text), written to its
+    /// notes.json as `lathe-engine notes` writes it. False when cancelled or refused.
+    bool editNotes(const QString& runDir);
 
     /// Run folders of the selected rows, in view order.
     QStringList selectedRuns() const;
@@ -51,6 +55,7 @@ private:
     QPushButton* open_ = nullptr;
     QPushButton* compare_ = nullptr;
     QPushButton* folder_ = nullptr;
+    QPushButton* notes_ = nullptr;
     QLabel* root_ = nullptr;
 };
 

@@ -198,6 +198,27 @@ private Q_SLOTS:
             e.find("flipped.lathe: tensor 'w' is corrupt (CRC-32C mismatch)") != std::string::npos,
             e.c_str());
     }
+
+    // notes.json: tags as typed become a clean list; a bad tag is named.
+    void runNotes() {
+        using namespace lathe::run_folder;
+        QCOMPARE(parse_tags(" baseline, lr sweep,,baseline ,"),
+                 (std::vector<std::string>{"baseline", "lr sweep"}));
+        QVERIFY(parse_tags("  ").empty());
+        QVERIFY(lathe::testing::error_of([] { parse_tags("a,b\tc"); }).find("\"b\tc\"") !=
+                std::string::npos);
+        QVERIFY(lathe::testing::error_of([] {
+                    parse_tags(std::string(65, 'x'));
+                }).find("longer than 64") != std::string::npos);
+        QTemporaryDir dir;
+        const std::string file = join(dir.path().toStdString(), kNotesFile);
+        RunNotes n;
+        n.tags = {"baseline"};
+        n.notes = "multi\nline";
+        write_record(file, n);
+        const auto back = read_record<RunNotes>(file);
+        QVERIFY(back && back->tags == n.tags && back->notes == n.notes);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestRunFolder)

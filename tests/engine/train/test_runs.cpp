@@ -611,6 +611,26 @@ private Q_SLOTS:
         QVERIFY2(r.output.contains("fewer than one global batch"), qPrintable(r.output));
     }
 
+    // `lathe-engine notes` sets a run's tags and notes; `runs` lists them (the GUI writes the
+    // same notes.json).
+    void notesOnRuns() {
+        auto r = run_engine(args("noted", {"trainer.max_duration=1steps"}), runs());
+        QCOMPARE(r.exit_code, 0);
+        r = run_engine({"notes", folder("noted"), "--tags", "baseline, lr sweep", "--notes", "ok"},
+                       runs());
+        QVERIFY2(r.exit_code == 0 && r.output.contains("\"tags\":[\"baseline\",\"lr sweep\"]"),
+                 qPrintable(r.output));
+        r = run_engine({"runs", runs(), "--json"}, runs());
+        QVERIFY2(r.output.contains("\"notes\":\"ok\""), qPrintable(r.output));
+        r = run_engine({"runs", runs()}, runs());
+        QVERIFY2(r.output.contains("[baseline, lr sweep]"), qPrintable(r.output));
+        r = run_engine({"notes", folder("noted"), "--tags", "a\tb"}, runs());
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.output.contains("control character"), qPrintable(r.output));
+        r = run_engine({"notes", runs() + "/nothing"}, runs());
+        QVERIFY2(r.exit_code == 1 && r.output.contains("not a run folder"), qPrintable(r.output));
+    }
+
     // A run folder whose checkpoints are all gone (an emptied bucket, a deleted folder) but that
     // has trained before is not silently started over (issue 34): the run stops, naming why and
     // the way to start afresh, which then works.

@@ -4,11 +4,19 @@
 #include "tests/ui/runs/run_fixtures.h"
 #include "ui/runs/run_info.h"
 #include "ui/runs/runs_model.h"
+#include "ui/runs/runs_panel.h"
 
 #include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QProcess>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QtTest>
 
 using namespace lathe::ui;
@@ -157,6 +165,64 @@ private Q_SLOTS:
         QCOMPARE(proxy.rowCount(), 4);
     }
 
+    // Tags and notes on runs (issue 34 item 10): a Tags column, the filter finds tags and notes,
+    // a change to notes.json refreshes the row, the Notes… dialog writes it (a bad tag is refused
+    // in the dialog, which keeps what was typed), and a status.json that says "interrupted"
+    // (written by a run whose workbench was killed) reads as such.
+    void tagsAndNotes() {
+        QTemporaryDir root;
+        writeJson(root.path() + "/alpha/status.json", status("finished", 30, 30, 2.5));
+        writeJson(root.path() + "/beta/status.json", status("interrupted", 7, 30, 4.0));
+        RunsModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::Fatal);
+        model.setInfoOptions(fakeLiveness());
+        model.setRefreshInterval(0);
+        model.setRoot(root.path());
+        const QString alpha = root.path() + "/alpha";
+        QCOMPARE(cell(model, model.rowOf(root.path() + "/beta"), RunsModel::StateColumn),
+                 QStringLiteral("interrupted"));
+        QString error;
+        QVERIFY(
+            lathe::ui::writeRunNotes(alpha, "baseline, lr sweep,,baseline", "first try", &error));
+        model.refresh();
+        QCOMPARE(cell(model, model.rowOf(alpha), RunsModel::TagsColumn),
+                 QStringLiteral("baseline, lr sweep"));
+        QCOMPARE(model.index(model.rowOf(alpha), RunsModel::TagsColumn).data(Qt::ToolTipRole),
+                 QVariant(QStringLiteral("first try")));
+        QVERIFY(!lathe::ui::writeRunNotes(alpha, QStringLiteral("ok, bad\x01tag"), "", &error));
+        QVERIFY2(error.contains("control character"), qPrintable(error));
+
+        lathe::ui::RunsFilterModel proxy;
+        proxy.setSourceModel(&model);
+        proxy.setTextFilter("sweep");
+        QCOMPARE(proxy.rowCount(), 1);
+        proxy.setTextFilter("first try");
+        QCOMPARE(proxy.rowCount(), 1);
+        proxy.setTextFilter("nothing like it");
+        QCOMPARE(proxy.rowCount(), 0);
+
+        // The dialog, as a user fills it: a bad tag first (refused, kept), then good ones.
+        lathe::ui::RunsPanel panel(&model);
+        QTimer::singleShot(100, [&] {
+            auto* dialog = qobject_cast<QDialog*>(QApplication::activeModalWidget());
+            if (!dialog) return;
+            auto* tags = dialog->findChild<QLineEdit*>("runTags");
+            auto* save = dialog->findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Save);
+            QCOMPARE(tags->text(), QStringLiteral("baseline, lr sweep"));
+            tags->setText(QStringLiteral("x\x02y"));
+            save->click();
+            QVERIFY(dialog->isVisible());  // refused: the dialog stays
+            tags->setText(QStringLiteral("final, best"));
+            dialog->findChild<QPlainTextEdit*>("runNotesText")->setPlainText("the one to keep");
+            save->click();
+        });
+        QVERIFY(panel.editNotes(alpha));
+        QCOMPARE(cell(model, model.rowOf(alpha), RunsModel::TagsColumn),
+                 QStringLiteral("final, best"));
+        QCOMPARE(model.run(model.rowOf(alpha)).notes, QStringLiteral("the one to keep"));
+    }
+
     void refreshInPlace() {
         QTemporaryDir root;
         writeJson(root.path() + "/a/status.json",
@@ -220,5 +286,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_GUILESS_MAIN(TestRunsModel)
+QTEST_MAIN(TestRunsModel)
 #include "test_runs_model.moc"
