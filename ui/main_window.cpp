@@ -162,6 +162,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
     // The form and the panels survive a restart (saved as they change, so a crash keeps them).
     connect(plots_, &PlotPanel::panelsChanged, this, &MainWindow::savePanels);
+    connect(editor_, &ConfigEditor::advancedChanged, this,
+            [](bool all) { QSettings().setValue(QStringLiteral("editor/advanced"), all); });
     auto* sessionTimer = new QTimer(this);
     sessionTimer->setSingleShot(true);
     sessionTimer->setInterval(500);
@@ -902,6 +904,8 @@ void MainWindow::restoreLayout() {
         if (!g.title.isEmpty() && !g.patterns.isEmpty()) panels << g;
     }
     plots_->setGroups(panels);
+    // Basic fields for a newcomer; the choice is kept.
+    editor_->setAdvanced(s.value(QStringLiteral("editor/advanced"), false).toBool());
     // The form as the last session left it, unsaved edits included.
     const QString session = s.value(QStringLiteral("editor/session")).toString();
     if (!session.isEmpty())

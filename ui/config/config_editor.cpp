@@ -6,6 +6,7 @@
 
 #include "engine/config/memory_estimate.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
@@ -20,6 +21,7 @@
 #include <QPlainTextEdit>
 #include <QSaveFile>
 #include <QScrollArea>
+#include <QSet>
 #include <QStyle>
 #include <QTabWidget>
 #include <QTimer>
@@ -125,6 +127,13 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
     };
     auto* open = tool(QStyle::SP_DialogOpenButton, tr("Open a config (JSON or YAML)"));
     auto* save = tool(QStyle::SP_DialogSaveButton, tr("Save the config (JSON or YAML)"));
+    advancedBox_ = new QCheckBox(tr("All fields"), this);
+    advancedBox_->setObjectName(QStringLiteral("advancedFields"));
+    advancedBox_->setChecked(advanced_);
+    advancedBox_->setToolTip(
+        tr("Show every field. Off: the model, data, duration, batch, learning rate, "
+           "checkpoints and parallelism, and whatever has a problem or differs from the preset."));
+    connect(advancedBox_, &QCheckBox::toggled, this, &ConfigEditor::setAdvanced);
     auto* undoButton = tool(QStyle::SP_ArrowBack, tr("Undo"));
     auto* redoButton = tool(QStyle::SP_ArrowForward, tr("Redo"));
     layout->addLayout(bar);
@@ -139,6 +148,8 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
 
     // The form, and the resolved JSON.
     tabs_ = new QTabWidget(this);
+    // Beside the tabs, where it takes no width of its own (a 1366-pixel screen).
+    tabs_->setCornerWidget(advancedBox_, Qt::TopRightCorner);
     auto* scroll = new QScrollArea(tabs_);
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
@@ -265,7 +276,98 @@ QWidget* ConfigEditor::buildGroup(const FieldSpec& group, int depth) {
     body->setVisible(open);
     if (!group.path.isEmpty()) toggles_.insert(group.path, toggle);
     if (enabled) groupBodies_.insert(group.path, body);
+    QStringList fields;
+    for (const FieldSpec* leaf : leafFields(group)) fields << leaf->path;
+    groupBoxes_.emplace_back(box, fields);
     return box;
+}
+
+const QStringList& ConfigEditor::basicFields() {
+    static const QStringList fields = {
+        QStringLiteral("run_name"),
+        QStringLiteral("model.d_model"),
+        QStringLiteral("model.n_layers"),
+        QStringLiteral("model.n_heads"),
+        QStringLiteral("model.vocab_size"),
+        QStringLiteral("dataset.source"),
+        QStringLiteral("dataset.paths"),
+        QStringLiteral("dataset.tokenizer"),
+        QStringLiteral("dataset.sequence_length"),
+        QStringLiteral("dataset.mixture.sources"),
+        QStringLiteral("dataset.mixture.requested_tokens"),
+        QStringLiteral("data_loader.global_batch_size"),
+        QStringLiteral("train_module.rank_microbatch_size"),
+        QStringLiteral("train_module.max_sequence_length"),
+        QStringLiteral("train_module.optim.lr"),
+        QStringLiteral("train_module.scheduler.name"),
+        QStringLiteral("train_module.scheduler.warmup"),
+        QStringLiteral("train_module.autocast_precision"),
+        QStringLiteral("train_module.dp_config.name"),
+        QStringLiteral("train_module.tp_config.degree"),
+        QStringLiteral("train_module.ac_config.mode"),
+        QStringLiteral("trainer.max_duration"),
+        QStringLiteral("trainer.save_folder"),
+        QStringLiteral("trainer.load_path"),
+        QStringLiteral("trainer.callbacks.checkpointer.save_interval"),
+        QStringLiteral("trainer.callbacks.checkpointer.max_checkpoints"),
+        QStringLiteral("launch.nproc"),
+    };
+    return fields;
+}
+
+void ConfigEditor::setAdvanced(bool all) {
+    {
+        QSignalBlocker block(advancedBox_);
+        advancedBox_->setChecked(all);
+    }
+    if (all == advanced_) return;
+    advanced_ = all;
+    updateVisibility();
+    Q_EMIT advancedChanged(all);
+}
+
+bool ConfigEditor::isFieldShown(const QString& path) const {
+    if (advanced_ || basicFields().contains(path)) return true;
+    const FieldEditor* e = editors_.value(path);
+    return (e && !e->issue().isEmpty()) || isChangedFromPreset(path);
+}
+
+void ConfigEditor::updateVisibility() {
+    // A hidden row is taken out of its form and put back at its place when shown: hiding both
+    // widgets of a QFormLayout row (or setRowVisible) corrupted Qt 6.4's later relayouts.
+    QSet<QString> shown;
+    for (auto it = forms_.begin(); it != forms_.end(); ++it) {
+        const QString& path = it.key();
+        QFormLayout* form = it.value();
+        const bool visible = isFieldShown(path);
+        if (visible) shown.insert(path);
+        if (visible == !hiddenFields_.contains(path)) continue;
+        QLabel* label = labels_.value(path);
+        FieldEditor* editor = editors_.value(path);
+        if (visible) {
+            hiddenFields_.remove(path);
+            int row = 0;
+            for (const QString& other : formOrder_.value(form)) {
+                if (other == path) break;
+                if (!hiddenFields_.contains(other)) ++row;
+            }
+            form->insertRow(row, label, editor);
+            label->show();
+            editor->show();
+        } else {
+            hiddenFields_.insert(path);
+            QFormLayout::TakeRowResult taken = form->takeRow(editor);
+            delete taken.labelItem;  // the layout items, not the widgets
+            delete taken.fieldItem;
+            label->hide();
+            editor->hide();
+        }
+    }
+    for (const auto& [box, fields] : groupBoxes_) {
+        bool any = advanced_;
+        for (const QString& f : fields) any = any || shown.contains(f);
+        if (box->isHidden() == any) box->setVisible(any);
+    }
 }
 
 void ConfigEditor::addFieldRow(QFormLayout* form, const FieldSpec& f, QWidget* parent) {
@@ -275,6 +377,8 @@ void ConfigEditor::addFieldRow(QFormLayout* form, const FieldSpec& f, QWidget* p
     label->setBuddy(editor->input());
     editors_.insert(f.path, editor);
     labels_.insert(f.path, label);
+    forms_.insert(f.path, form);
+    formOrder_[form] << f.path;
     form->addRow(label, editor);
     connect(editor, &FieldEditor::edited, this, [this, editor] { onEdited(editor); });
 }
@@ -304,6 +408,7 @@ void ConfigEditor::applyField(const QString& path, const Json& value, bool updat
     updateSwitches();
     revalidate();
     updateMarkers();
+    updateVisibility();
     Q_EMIT documentChanged();
 }
 
@@ -319,6 +424,7 @@ void ConfigEditor::applyDocument(const Json& doc, const QString& preset, const J
     updateSwitches();
     revalidate();
     updateMarkers();
+    updateVisibility();
     Q_EMIT documentChanged();
 }
 
@@ -588,6 +694,7 @@ bool ConfigEditor::saveAsInteractive() {
 
 void ConfigEditor::revealField(const QString& path) {
     if (path.isEmpty()) return;
+    if (!isFieldShown(path)) setAdvanced(true);
     tabs_->setCurrentIndex(0);
     QString prefix;
     for (const QString& part : path.split(QLatin1Char('.'))) {

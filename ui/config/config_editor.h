@@ -11,6 +11,7 @@
 #include "ui/config/schema_fields.h"
 
 #include <QHash>
+#include <QSet>
 #include <QWidget>
 
 #include <functional>
@@ -68,6 +69,15 @@ public:
     void editField(const QString& path, const Json& value);
     /// The config as resolved at the last validation (defaults for anything invalid).
     const lathe::config::ExperimentConfig& resolvedConfig() const { return config_; }
+    /// Basic or all fields. Basic shows what most runs change (basicFields()), plus any field with
+    /// a problem or changed from the preset, so nothing that matters is hidden.
+    void setAdvanced(bool all);
+    bool isAdvanced() const { return advanced_; }
+    /// The fields basic mode shows: the model's size, the data, the duration, the batch, the
+    /// learning rate and its schedule, checkpoints and parallelism.
+    static const QStringList& basicFields();
+    /// Whether the field's row is shown (false in basic mode for an advanced field).
+    bool isFieldShown(const QString& path) const;
     /// The parallel layout of the config on worldSize() ranks, as the engine will check it.
     const lathe::config::ParallelLayout& parallelLayout() const;
     int worldSize() const { return worldSize_; }
@@ -91,6 +101,7 @@ Q_SIGNALS:
     void validityChanged(bool valid);
     void documentChanged();
     void currentFileChanged(const QString& path);
+    void advancedChanged(bool all);
     /// The parallel layout changed (a mesh field or the world size).
     void parallelLayoutChanged();
 
@@ -106,6 +117,7 @@ private:
     void refreshEditors();
     void revalidate();
     void updateMarkers();
+    void updateVisibility();
     Json completeDocument(const Json& raw) const;
     void updateSwitches();
     void revealField(const QString& path);
@@ -135,6 +147,12 @@ private:
     int worldSize_ = 1;
     LayoutDiagram* diagram_ = nullptr;
     std::function<int64_t()> hostMemory_;
+    bool advanced_ = true;
+    class QCheckBox* advancedBox_ = nullptr;
+    QHash<QString, class QFormLayout*> forms_;                  // field path -> its form
+    std::vector<std::pair<QWidget*, QStringList>> groupBoxes_;  // a group and its fields
+    QSet<QString> hiddenFields_;                                // rows basic mode hides
+    QHash<class QFormLayout*, QStringList> formOrder_;          // a form's fields, in order
 };
 
 }  // namespace lathe::ui

@@ -15,6 +15,7 @@
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QUndoStack>
 #include <QWheelEvent>
 #include <QtTest>
@@ -306,6 +307,50 @@ private Q_SLOTS:
                  qPrintable(editor.summaryText()));
         editor.setHostMemory({});  // unknown (a GPU machine): not checked here
         QVERIFY(!editor.summaryText().contains("refuse"));
+    }
+
+    // Basic fields (issue 34 item 10): the model, data, duration, batch, lr, checkpoints and
+    // parallelism; a field with a problem or changed from the preset shows too; a problem's field
+    // is revealed by switching to all fields.
+    void basicAndAllFields() {
+        ConfigEditor editor;
+        QVERIFY(editor.isAdvanced());  // standalone: every field
+        for (const QString& path : ConfigEditor::basicFields())
+            QVERIFY2(editor.editorFor(path), qPrintable(path));
+        editor.resize(600, 900);
+        editor.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&editor));
+        auto* box = editor.findChild<QCheckBox*>(QStringLiteral("advancedFields"));
+        QVERIFY(box && box->isChecked());
+        box->click();
+        QVERIFY(!editor.isAdvanced());
+        int shown = 0, all = 0;
+        for (const FieldSpec* f : lathe::ui::leafFields(editor.schema())) {
+            ++all;
+            if (editor.isFieldShown(f->path)) ++shown;
+        }
+        QVERIFY2(shown < all / 3, qPrintable(QString("%1 of %2 shown").arg(shown).arg(all)));
+        FieldEditor* lr = editor.editorFor(QStringLiteral("train_module.optim.lr"));
+        QVERIFY(!lr->isHidden());  // (its section may be collapsed; the row is there)
+        FieldEditor* eps = editor.editorFor(QStringLiteral("train_module.optim.eps"));
+        QVERIFY(eps->isHidden());
+        // Changed from the preset, or with a problem: shown in basic mode too.
+        editor.editField(QStringLiteral("train_module.optim.eps"), 1e-6);
+        QVERIFY(!eps->isHidden());
+        FieldEditor* beta1 = editor.editorFor(QStringLiteral("train_module.optim.beta1"));
+        editor.editField(QStringLiteral("train_module.optim.beta1"), 7.0);  // out of range
+        QVERIFY(!editor.isValid());
+        QVERIFY(!beta1->isHidden());
+        editor.undoStack()->undo();
+        editor.undoStack()->undo();
+        QVERIFY(eps->isHidden() && beta1->isHidden());
+        // A whole section without a basic field is hidden (the profiler's).
+        auto* profiler =
+            editor.findChild<QToolButton*>(QStringLiteral("section:trainer.callbacks.profiler"));
+        QVERIFY(profiler && profiler->parentWidget()->isHidden());
+        box->click();
+        QVERIFY(!eps->isHidden());
+        QVERIFY(!profiler->parentWidget()->isHidden());
     }
 
     // A letter typed into a number is refused with a word, not dropped in silence (issue 34);
