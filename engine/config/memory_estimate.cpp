@@ -79,6 +79,25 @@ int64_t clamp_bytes(double bytes) {
 
 }  // namespace
 
+CheckpointedParts checkpointed_parts(const ActivationCheckpointingConfig& ac, int64_t layer) {
+    using Mode = ActivationCheckpointingMode;
+    const std::string name = "blocks." + std::to_string(layer);
+    auto matches = [&](const std::string& module) {
+        for (const auto& pattern : ac.modules)
+            if (glob_matches(pattern, name + "." + module)) return true;
+        return false;
+    };
+    CheckpointedParts p;
+    p.whole = ac.mode == Mode::full;
+    if (ac.mode == Mode::selected_blocks)
+        p.whole = ac.block_interval
+                      ? layer % *ac.block_interval == 0
+                      : std::find(ac.blocks.begin(), ac.blocks.end(), layer) != ac.blocks.end();
+    p.attention = ac.mode == Mode::selected_modules && matches("attention");
+    p.feed_forward = ac.mode == Mode::selected_modules && matches("feed_forward");
+    return p;
+}
+
 int64_t host_available_memory() {
     int64_t available = 0;
     std::ifstream meminfo("/proc/meminfo");
@@ -171,19 +190,7 @@ MemoryEstimate estimate_training_memory(const ExperimentConfig& cfg, int64_t wor
     using Mode = ActivationCheckpointingMode;
     double per_token = 0, recompute = 0;
     for (int64_t i = 0; i < m.n_layers; ++i) {
-        const std::string name = "blocks." + std::to_string(i);
-        auto matches = [&](const std::string& module) {
-            for (const auto& pattern : ac.modules)
-                if (glob_matches(pattern, name + "." + module)) return true;
-            return false;
-        };
-        bool whole = ac.mode == Mode::full;
-        if (ac.mode == Mode::selected_blocks)
-            whole = ac.block_interval
-                        ? i % *ac.block_interval == 0
-                        : std::find(ac.blocks.begin(), ac.blocks.end(), i) != ac.blocks.end();
-        const bool attention = ac.mode == Mode::selected_modules && matches("attention");
-        const bool feed_forward = ac.mode == Mode::selected_modules && matches("feed_forward");
+        const auto [whole, attention, feed_forward] = checkpointed_parts(ac, i);
         if (whole) {
             per_token += b.input;
             recompute = std::max(recompute, b.attention + b.feed_forward);

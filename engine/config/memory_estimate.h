@@ -46,6 +46,14 @@ struct MemoryEstimate {
 /// `bench --memory` measures.
 MemoryEstimate estimate_training_memory(const ExperimentConfig& cfg, int64_t world_size);
 
+/// What activation checkpointing does to block `layer` (OLMo-core's modes): the whole block, its
+/// attention, its feed-forward. One definition for the model (which checkpoints them) and the
+/// memory estimate (which counts what they keep).
+struct CheckpointedParts {
+    bool whole = false, attention = false, feed_forward = false;
+};
+CheckpointedParts checkpointed_parts(const ActivationCheckpointingConfig& ac, int64_t layer);
+
 /// This machine's free memory for a CPU run, in bytes: MemAvailable, or what the cgroup still
 /// allows when that is less; 0 when unknown. (The engine asks CUDA for a GPU's.)
 int64_t host_available_memory();

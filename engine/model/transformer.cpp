@@ -1,5 +1,7 @@
 #include "engine/model/transformer.h"
 
+#include "engine/config/memory_estimate.h"
+
 #include "engine/model/activation_checkpoint.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/fused_rope.h"
@@ -319,24 +321,13 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
 
 void TransformerImpl::set_activation_checkpointing(
     const config::ActivationCheckpointingConfig& ac) {
-    using Mode = config::ActivationCheckpointingMode;
     checkpoint_blocks.assign(static_cast<std::size_t>(cfg.n_layers), false);
     for (int64_t i = 0; i < cfg.n_layers; ++i) {
         auto b = blocks[static_cast<std::size_t>(i)]->as<Block>();
-        const std::string name = "blocks." + std::to_string(i);
-        auto matches = [&](const std::string& module) {
-            for (const auto& pattern : ac.modules)
-                if (glob_matches(pattern, name + "." + module)) return true;
-            return false;
-        };
-        bool whole = ac.mode == Mode::full;
-        if (ac.mode == Mode::selected_blocks)
-            whole = ac.block_interval
-                        ? i % *ac.block_interval == 0
-                        : std::find(ac.blocks.begin(), ac.blocks.end(), i) != ac.blocks.end();
-        checkpoint_blocks[static_cast<std::size_t>(i)] = whole;
-        b->checkpoint_attention = ac.mode == Mode::selected_modules && matches("attention");
-        b->checkpoint_feed_forward = ac.mode == Mode::selected_modules && matches("feed_forward");
+        const auto parts = config::checkpointed_parts(ac, i);
+        checkpoint_blocks[static_cast<std::size_t>(i)] = parts.whole;
+        b->checkpoint_attention = parts.attention;
+        b->checkpoint_feed_forward = parts.feed_forward;
     }
 }
 
