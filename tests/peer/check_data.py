@@ -62,16 +62,19 @@ def sentencepiece_parity(work, texts):
                                                  ).stdout.splitlines()]
             got = [r["ids"] for r in rows]
             bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
-            # Unigram: Debian's libsentencepiece 0.1.97 and PyPI's 0.2.x break ties between
-            # equally scored segmentations differently (a run of one character, "▁▁▁▁"+"▁" or
-            # "▁"+"▁▁▁▁"). Such a document must still be a best segmentation: the same text, the
-            # same total score. Anything else is a failure; BPE has no ties and must be equal.
+            # Unigram: sentencepiece 0.2.3 (PyPI) compares path scores in float in
+            # Model::EncodeOptimized, where 0.1.97 (Debian, Lathe's) to 0.2.1 compare a double
+            # candidate with the float-stored best; so between two segmentations of equal score
+            # (a run of one character, "▁▁▁▁"+"▁" or "▁"+"▁▁▁▁") 0.2.3 keeps the earlier start and
+            # 0.1.97 the later (docs/data.md). Such a document must still be a best segmentation:
+            # the same text, and total scores (summed in double) within float rounding, 1e-3.
+            # Anything else is a failure; BPE has no ties and must be equal.
             ties = []
             if kind == "unigram":
                 def score(ids):
-                    return sum(sp.get_score(i) for i in ids)
+                    return sum(float(sp.get_score(i)) for i in ids)
                 ties = [i for i in bad if sp.decode(got[i]) == sp.decode(want[i]) and
-                        abs(score(got[i]) - score(want[i])) <= 1e-4 * abs(score(want[i]))]
+                        abs(score(got[i]) - score(want[i])) < 1e-3]
             wrong_ids = [i for i in bad if i not in ties]
             detail = (f" (first: doc {wrong_ids[0]}: {got[wrong_ids[0]][:12]} vs "
                       f"{want[wrong_ids[0]][:12]})" if wrong_ids else "")
