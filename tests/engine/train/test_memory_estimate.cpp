@@ -22,11 +22,13 @@ class TestMemoryEstimate : public QObject {
 
     // The measured peak RSS of rank 0, in bytes.
     double measured(const QStringList& overrides) {
-        QStringList args{"bench", "olmo2_14M", "--steps", "2", "--memory"};
+        // One warm-up step and one timed step: the peak comes in the first.
+        QStringList args{"bench", "olmo2_14M", "--steps", "1", "--warmup", "1", "--memory"};
         args << overrides;
         // A fixed mmap threshold: glibc's moving one keeps freed blocks of the forward pass in the
         // heap, which the peak RSS then counts as if they were still in use.
-        const auto r = run_engine(args, runs_.path(), {{"MALLOC_MMAP_THRESHOLD_", "131072"}});
+        const auto r =
+            run_engine(args, runs_.path(), {{"MALLOC_MMAP_THRESHOLD_", "131072"}}, 400000);
         if (r.exit_code != 0) qFatal("bench failed: %s", qPrintable(r.output.right(2000)));
         for (const QString& line : r.output.split('\n')) {
             if (!line.startsWith('{')) continue;
