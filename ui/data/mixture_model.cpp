@@ -184,10 +184,7 @@ bool MixtureModel::setData(const QModelIndex& index, const QVariant& value, int 
             return false;
     }
     if (!ok) return false;
-    // The repetition follows from the plan's tokens without asking the engine again.
-    if (s.available && requested_ && *s.available > 0 && s.maxFraction > 0)
-        s.repetitions =
-            double(*plannedTokens(index.row())) / (double(*s.available) * s.maxFraction);
+    updateRepetitions(index.row());
     Q_EMIT dataChanged(this->index(index.row(), 0), this->index(index.row(), ColumnCount - 1));
     Q_EMIT changed();
     return true;
@@ -232,11 +229,7 @@ void MixtureModel::normalizeRatios() {
     for (const auto& s : sources_) sum += std::max(0.0, s.ratio);
     for (auto& s : sources_)
         s.ratio = sum > 0 ? std::max(0.0, s.ratio) / sum : 1.0 / double(sources_.size());
-    for (int r = 0; r < sources_.size(); ++r) {
-        auto& s = sources_[r];
-        if (s.available && requested_ && *s.available > 0 && s.maxFraction > 0)
-            s.repetitions = double(*plannedTokens(r)) / (double(*s.available) * s.maxFraction);
-    }
+    for (int r = 0; r < sources_.size(); ++r) updateRepetitions(r);
     Q_EMIT dataChanged(index(0, 0), index(int(sources_.size()) - 1, ColumnCount - 1));
     Q_EMIT changed();
 }
@@ -245,14 +238,19 @@ void MixtureModel::setRequestedTokens(std::optional<qint64> tokens) {
     if (tokens == requested_) return;
     requested_ = tokens;
     for (int r = 0; r < sources_.size(); ++r) {
-        auto& s = sources_[r];
-        s.repetitions.reset();
-        if (s.available && requested_ && *s.available > 0 && s.maxFraction > 0)
-            s.repetitions = double(*plannedTokens(r)) / (double(*s.available) * s.maxFraction);
+        sources_[r].repetitions.reset();
+        updateRepetitions(r);
     }
     if (!sources_.isEmpty())
         Q_EMIT dataChanged(index(0, 0), index(int(sources_.size()) - 1, ColumnCount - 1));
     Q_EMIT changed();
+}
+
+void MixtureModel::updateRepetitions(int row) {
+    // The repetition follows from the plan's tokens without asking the engine again.
+    Source& s = sources_[row];
+    if (s.available && requested_ && *s.available > 0 && s.maxFraction > 0)
+        s.repetitions = double(*plannedTokens(row)) / (double(*s.available) * s.maxFraction);
 }
 
 void MixtureModel::clearPlan(int row) {

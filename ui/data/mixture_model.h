@@ -80,6 +80,8 @@ Q_SIGNALS:
 
 private:
     void clearPlan(int row);
+    /// Source `row`'s repetition from its tokens held (the last plan) and its planned tokens.
+    void updateRepetitions(int row);
     QVector<Source> sources_;
     std::optional<qint64> requested_;
 };
