@@ -106,7 +106,7 @@ public:
     using Batch = std::vector<Document>;
     using Tokens = std::vector<Encoded>;
 
-    TokenizerPool(const Encoding& encoding, int threads) : enc_(encoding) {
+    TokenizerPool(Encoding encoding, int threads) : enc_(std::move(encoding)) {
         for (int i = 0; i < threads; ++i) {
             Worker w;
             w.tok = tokenizer::load_tokenizer(enc_.tokenizer);
@@ -189,7 +189,7 @@ private:
         }
     }
 
-    const Encoding& enc_;
+    const Encoding enc_;
     std::vector<Worker> workers_;
     std::vector<std::thread> threads_;
     std::mutex mutex_;
@@ -641,184 +641,264 @@ Json manifest_json(const PrepareOptions& o, const Plan& p, const std::vector<Sha
     return manifest;
 }
 
+// How the workers encode: the tokenizer, the chat template and the mask and BOS/EOS settings.
+Encoding encoding_for(const PrepareOptions& o, const Plan& plan) {
+    Encoding e;
+    e.tokenizer = o.tokenizer;
+    e.chat = plan.chat ? std::make_optional(chat::ChatTemplate(
+                             plan.chat->source(), plan.chat->origin(), plan.chat->special_tokens()))
+                       : std::nullopt;
+    e.train_on = o.chat && o.chat->train_on_all ? chat::TrainOn::all : chat::TrainOn::assistant;
+    e.masks = plan.masks;
+    e.add_bos = o.add_bos;
+    e.bos = plan.tok->bos_id().value_or(0);
+    e.eos = plan.eos;
+    for (const auto& src : plan.sources) e.source_paths.push_back(src.path);
+    return e;
+}
+
+// Reads documents in batches, from the resume point on, and keeps every tokenizer worker busy;
+// hands the encoded batches back in reading order.
+class EncodingPipeline {
+public:
+    EncodingPipeline(DocumentReader& reader, TokenizerPool& pool, int threads,
+                     std::pair<std::size_t, uint64_t> resume_at)
+        : reader_(reader),
+          pool_(pool),
+          depth_(2 * static_cast<std::size_t>(threads)),
+          resume_at_(resume_at) {}
+
+    // The next batch and its tokens; false when every document has been handed out.
+    bool next(std::shared_ptr<TokenizerPool::Batch>& batch, TokenizerPool::Tokens& tokens) {
+        fill();
+        if (in_flight_.empty()) return false;
+        auto front = std::move(in_flight_.front());
+        in_flight_.pop_front();
+        batch = std::move(front.first);
+        tokens = front.second.get();
+        return true;
+    }
+
+    // Waits for the batches still being encoded, ignoring their errors (the caller is failing
+    // or cancelling already).
+    void drain() {
+        for (auto& f : in_flight_) {
+            try {
+                f.second.wait();
+            } catch (...) {
+            }
+        }
+        in_flight_.clear();
+    }
+
+private:
+    void fill() {
+        while (more_ && in_flight_.size() < depth_) {
+            auto batch = std::make_shared<TokenizerPool::Batch>();
+            std::size_t bytes = 0;
+            while (bytes < kBatchTextBytes && batch->size() < kBatchDocuments) {
+                if (!reader_.next(doc_)) {
+                    more_ = false;
+                    break;
+                }
+                if (std::make_pair(doc_.source, doc_.index) < resume_at_) continue;
+                bytes += doc_.text.size();
+                batch->push_back(std::move(doc_));
+            }
+            if (batch->empty()) break;
+            auto f = pool_.submit(batch);
+            in_flight_.emplace_back(std::move(batch), std::move(f));
+        }
+    }
+
+    DocumentReader& reader_;
+    TokenizerPool& pool_;
+    std::size_t depth_;
+    std::pair<std::size_t, uint64_t> resume_at_;
+    bool more_ = true;
+    Document doc_;
+    std::deque<std::pair<std::shared_ptr<TokenizerPool::Batch>, std::future<TokenizerPool::Tokens>>>
+        in_flight_;
+};
+
+// Lays encoded documents out as the instances setting says (streamed, padded or packed) into
+// shards of about shard_bytes. Cutting a shard saves the state, so that an interrupted
+// preparation resumes at the document that did not fit.
+class ShardAssembler {
+public:
+    ShardAssembler(const PrepareOptions& o, const Plan& plan, std::vector<Shard> kept,
+                   Progress& progress)
+        : o_(o),
+          settings_(plan.settings),
+          element_(plan.element),
+          state_path_(fs::path(o.out) / kStateFile),
+          shards_(std::move(kept)),
+          writer_(fs::path(o.out), plan.element, plan.masks),
+          maker_(o.instances, o.sequence_length, static_cast<uint32_t>(plan.pad)),
+          progress_(progress) {}
+
+    void add(Encoded encoded, std::size_t source, uint64_t index) {
+        const uint64_t doc_bytes = bytes_of(encoded);
+        const uint64_t held = packed() ? to_pack_bytes_ : writer_.bytes();
+        if (held > 0 && held + doc_bytes > o_.shard_bytes) {
+            finish_shard();
+            write_state(state_path_, settings_, shards_, source, index);
+        }
+        if (!writer_.open()) writer_.start(static_cast<int64_t>(shards_.size()));
+        ++progress_.documents;
+        if (packed()) {
+            writer_.count_document();
+            to_pack_bytes_ += doc_bytes;
+            to_pack_tokens_ += static_cast<int64_t>(encoded.ids.size());
+            progress_.tokens += static_cast<int64_t>(encoded.ids.size());
+            to_pack_.push_back(std::move(encoded));
+        } else if (o_.instances == Instances::padded) {
+            auto pieces = maker_.padded(encoded);
+            for (std::size_t k = 0; k < pieces.size(); ++k) {
+                writer_.add(pieces[k], k == 0 ? 1 : 0);
+                progress_.tokens += static_cast<int64_t>(pieces[k].ids.size());
+            }
+        } else {
+            writer_.add(encoded);
+            progress_.tokens += static_cast<int64_t>(encoded.ids.size());
+        }
+    }
+
+    // The last shard, once every document is in.
+    void finish() {
+        if (writer_.open()) finish_shard();
+    }
+    void abandon() { writer_.abandon(); }
+    const std::vector<Shard>& shards() const { return shards_; }
+
+private:
+    bool packed() const { return o_.instances == Instances::packed; }
+
+    // What the document adds to the shard, in bytes.
+    uint64_t bytes_of(const Encoded& encoded) const {
+        const uint64_t instance = maker_.length() * static_cast<uint64_t>(element_);
+        const uint64_t bytes = encoded.ids.size() * static_cast<uint64_t>(element_);
+        if (o_.instances == Instances::padded)
+            return (encoded.ids.size() + maker_.length() - 1) / maker_.length() * instance;
+        if (packed()) return std::min<uint64_t>(bytes, instance);
+        return bytes;
+    }
+
+    void finish_shard() {
+        if (packed()) flush_packed();
+        shards_.push_back(writer_.finish());
+        ++progress_.shards;
+    }
+
+    // packed: the documents of the shard being made, packed when it is full. Their tokens are
+    // counted already; the padding counts when they are packed.
+    void flush_packed() {
+        int64_t written = 0;
+        for (const auto& e : maker_.packed(std::move(to_pack_))) {
+            writer_.add(e, 0);
+            written += static_cast<int64_t>(e.ids.size());
+        }
+        progress_.tokens += written - to_pack_tokens_;
+        to_pack_.clear();
+        to_pack_bytes_ = 0;
+        to_pack_tokens_ = 0;
+    }
+
+    const PrepareOptions& o_;
+    const Json& settings_;
+    const int element_;
+    const fs::path state_path_;
+    std::vector<Shard> shards_;
+    ShardWriter writer_;
+    const InstanceMaker maker_;
+    Progress& progress_;
+    std::vector<Encoded> to_pack_;
+    uint64_t to_pack_bytes_ = 0;
+    int64_t to_pack_tokens_ = 0;
+};
+
+// Calls on_progress at most twice a second (or when forced), with the reader's figures.
+class ProgressReport {
+public:
+    ProgressReport(const PrepareOptions& o, const DocumentReader& reader, Progress& progress)
+        : o_(o), reader_(reader), progress_(progress), t0_(Clock::now()), last_(t0_) {}
+
+    void operator()(bool force) {
+        const auto now = Clock::now();
+        if (!o_.on_progress || (!force && now - last_ < std::chrono::milliseconds(500))) return;
+        last_ = now;
+        progress_.bytes_done = reader_.bytes_consumed();
+        progress_.text_bytes = reader_.text_bytes();
+        progress_.seconds = std::chrono::duration<double>(now - t0_).count();
+        o_.on_progress(progress_);
+    }
+
+private:
+    const PrepareOptions& o_;
+    const DocumentReader& reader_;
+    Progress& progress_;
+    Clock::time_point t0_, last_;
+};
+
 }  // namespace
 
 Json prepare_data(const PrepareOptions& o) {
     const Plan plan = plan_preparation(o);
-    const auto& tok = plan.tok;
-    const auto& sources = plan.sources;
-    const Json& settings = plan.settings;
-    const int element = plan.element, threads = plan.threads;
-    const int64_t eos = plan.eos;
     Output opened = open_output(o, plan);
     if (opened.done) {
         if (o.on_progress) o.on_progress(Progress{});
         return *opened.done;
     }
     const fs::path out(o.out);
-    const fs::path manifest_path = out / kManifestFile, state_path = out / kStateFile;
-    std::error_code ec;
-    std::vector<Shard> shards = std::move(opened.shards);
-    const auto resume_at = opened.resume_at;
-    const std::string tokenizer_copy = tok->file_name();
+    const fs::path state_path = out / kStateFile;
+    const std::string tokenizer_copy = plan.tok->file_name();
     write_atomic(out / tokenizer_copy, read_bytes(o.tokenizer));
 
-    auto save_state = [&](std::size_t next_source, uint64_t next_document) {
-        write_state(state_path, settings, shards, next_source, next_document);
-    };
-
-    DocumentReader reader(sources, o.field, plan.chat ? FieldKind::json : FieldKind::string);
+    DocumentReader reader(plan.sources, o.field, plan.chat ? FieldKind::json : FieldKind::string);
     reader.on_problem = o.on_problem;
-    Encoding encoding;
-    encoding.tokenizer = o.tokenizer;
-    encoding.chat =
-        plan.chat ? std::make_optional(chat::ChatTemplate(plan.chat->source(), plan.chat->origin(),
-                                                          plan.chat->special_tokens()))
-                  : std::nullopt;
-    encoding.train_on =
-        o.chat && o.chat->train_on_all ? chat::TrainOn::all : chat::TrainOn::assistant;
-    encoding.masks = plan.masks;
-    encoding.add_bos = o.add_bos;
-    encoding.bos = tok->bos_id().value_or(0);
-    encoding.eos = eos;
-    for (const auto& src : sources) encoding.source_paths.push_back(src.path);
-    TokenizerPool pool(encoding, threads);
-    ShardWriter writer(out, element, plan.masks);
-    const InstanceMaker maker(o.instances, o.sequence_length, static_cast<uint32_t>(plan.pad));
-    std::deque<std::pair<std::shared_ptr<TokenizerPool::Batch>, std::future<TokenizerPool::Tokens>>>
-        in_flight;
-    const auto t0 = Clock::now();
-    auto last_report = t0;
-    Progress progress = resumed_progress(shards, reader.bytes_total());
-    // packed: the documents of the shard being made, packed when it is full
-    std::vector<Encoded> to_pack;
-    uint64_t to_pack_bytes = 0;
-    int64_t to_pack_tokens = 0;  // counted in progress already; padding comes when packed
-    auto flush_packed = [&] {
-        int64_t written = 0;
-        for (const auto& e : maker.packed(std::move(to_pack))) {
-            writer.add(e, 0);
-            written += static_cast<int64_t>(e.ids.size());
-        }
-        progress.tokens += written - to_pack_tokens;
-        to_pack.clear();
-        to_pack_bytes = 0;
-        to_pack_tokens = 0;
-    };
-    auto report = [&](bool force) {
-        const auto now = Clock::now();
-        if (!o.on_progress || (!force && now - last_report < std::chrono::milliseconds(500)))
-            return;
-        last_report = now;
-        progress.bytes_done = reader.bytes_consumed();
-        progress.text_bytes = reader.text_bytes();
-        progress.seconds = std::chrono::duration<double>(now - t0).count();
-        o.on_progress(progress);
-    };
-    auto drain = [&] {
-        for (auto& f : in_flight) {
-            try {
-                f.second.wait();
-            } catch (...) {
-            }
-        }
-        in_flight.clear();
-    };
-
+    TokenizerPool pool(encoding_for(o, plan), plan.threads);
+    Progress progress = resumed_progress(opened.shards, reader.bytes_total());
+    ProgressReport report(o, reader, progress);
+    ShardAssembler assembler(o, plan, std::move(opened.shards), progress);
+    EncodingPipeline pipeline(reader, pool, plan.threads, opened.resume_at);
     try {
-        bool more = true;
-        Document doc;
-        while (more || !in_flight.empty()) {
+        std::shared_ptr<TokenizerPool::Batch> batch;
+        TokenizerPool::Tokens tokens;
+        while (true) {
             if (o.cancel && o.cancel->load()) {
-                drain();
-                writer.abandon();
-                throw Cancelled{static_cast<int64_t>(shards.size())};
+                pipeline.drain();
+                assembler.abandon();
+                throw Cancelled{static_cast<int64_t>(assembler.shards().size())};
             }
-            // Keep every worker busy: read batches until enough are in flight.
-            while (more && in_flight.size() < static_cast<std::size_t>(2 * threads)) {
-                auto batch = std::make_shared<TokenizerPool::Batch>();
-                std::size_t bytes = 0;
-                while (bytes < kBatchTextBytes && batch->size() < kBatchDocuments) {
-                    if (!reader.next(doc)) {
-                        more = false;
-                        break;
-                    }
-                    if (std::make_pair(doc.source, doc.index) < resume_at) continue;
-                    bytes += doc.text.size();
-                    batch->push_back(std::move(doc));
-                }
-                if (batch->empty()) break;
-                auto f = pool.submit(batch);
-                in_flight.emplace_back(std::move(batch), std::move(f));
-            }
-            if (in_flight.empty()) break;
-            auto [batch, future] = std::move(in_flight.front());
-            in_flight.pop_front();
-            auto tokens = future.get();
-            for (std::size_t i = 0; i < batch->size(); ++i) {
-                Encoded& encoded = tokens[i];
-                // What the document adds to the shard, in bytes.
-                const uint64_t instance = maker.length() * static_cast<uint64_t>(element);
-                uint64_t doc_bytes = encoded.ids.size() * static_cast<uint64_t>(element);
-                if (o.instances == Instances::padded)
-                    doc_bytes =
-                        (encoded.ids.size() + maker.length() - 1) / maker.length() * instance;
-                if (o.instances == Instances::packed)
-                    doc_bytes = std::min<uint64_t>(doc_bytes, instance);
-                const uint64_t held =
-                    o.instances == Instances::packed ? to_pack_bytes : writer.bytes();
-                if (held > 0 && held + doc_bytes > o.shard_bytes) {
-                    if (o.instances == Instances::packed) flush_packed();
-                    shards.push_back(writer.finish());
-                    save_state((*batch)[i].source, (*batch)[i].index);
-                    ++progress.shards;
-                }
-                if (!writer.open()) writer.start(static_cast<int64_t>(shards.size()));
-                ++progress.documents;
-                if (o.instances == Instances::packed) {
-                    writer.count_document();
-                    to_pack_bytes += doc_bytes;
-                    to_pack_tokens += static_cast<int64_t>(encoded.ids.size());
-                    progress.tokens += static_cast<int64_t>(encoded.ids.size());
-                    to_pack.push_back(std::move(encoded));
-                } else if (o.instances == Instances::padded) {
-                    auto pieces = maker.padded(encoded);
-                    for (std::size_t k = 0; k < pieces.size(); ++k) {
-                        writer.add(pieces[k], k == 0 ? 1 : 0);
-                        progress.tokens += static_cast<int64_t>(pieces[k].ids.size());
-                    }
-                } else {
-                    writer.add(encoded);
-                    progress.tokens += static_cast<int64_t>(encoded.ids.size());
-                }
-            }
+            if (!pipeline.next(batch, tokens)) break;
+            for (std::size_t i = 0; i < batch->size(); ++i)
+                assembler.add(std::move(tokens[i]), (*batch)[i].source, (*batch)[i].index);
             report(false);
         }
-        if (writer.open()) {
-            if (o.instances == Instances::packed) flush_packed();
-            shards.push_back(writer.finish());
-            ++progress.shards;
-        }
+        assembler.finish();
     } catch (const Cancelled&) {
         throw;
     } catch (...) {
-        drain();
-        writer.abandon();
+        pipeline.drain();
+        assembler.abandon();
         // Bad input before the first shard was finished: nothing worth keeping, so the folder
         // goes back to how it was and the same command works once the input is fixed. Finished
         // shards stay, for a resume.
-        if (shards.empty()) {
+        if (assembler.shards().empty()) {
+            std::error_code ec;
             fs::remove(out / tokenizer_copy, ec);
             fs::remove(state_path, ec);
             if (opened.created) fs::remove(out, ec);  // only when empty
         }
         throw;
     }
+    const auto& shards = assembler.shards();
     if (shards.empty())
-        throw Error("no text: every input document is empty (" + std::to_string(sources.size()) +
-                    " file(s))");
+        throw Error("no text: every input document is empty (" +
+                    std::to_string(plan.sources.size()) + " file(s))");
     const Json manifest = manifest_json(o, plan, shards, reader, progress, tokenizer_copy);
-    write_atomic(manifest_path, manifest.dump(2) + "\n");
+    write_atomic(out / kManifestFile, manifest.dump(2) + "\n");
+    std::error_code ec;
     fs::remove(state_path, ec);
     report(true);
     return manifest;
