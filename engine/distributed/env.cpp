@@ -257,65 +257,76 @@ std::string Group::broadcast_string(const std::string& s, int root) const {
                        static_cast<std::size_t>(bytes.numel()));
 }
 
-std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions& opts) {
-    std::unique_ptr<Environment> e(new Environment());
-    e->world_ = read_world_info();
-    e->shared_filesystem_ = opts.shared_filesystem;
+namespace {
+
+// The rank whose file system this rank shares (FS_LOCAL_RANK, else this rank on a shared file
+// system and the node's local rank 0 otherwise).
+int fs_local_rank(const WorldInfo& w, const EnvironmentOptions& opts) {
     if (auto v = env("FS_LOCAL_RANK")) {
-        e->world_.fs_local_rank = env_int("FS_LOCAL_RANK", *v);
-        if (e->world_.fs_local_rank < 0 || e->world_.fs_local_rank > e->world_.rank)
-            throw Error("FS_LOCAL_RANK=" + *v + " on rank " + std::to_string(e->world_.rank) +
+        const int r = env_int("FS_LOCAL_RANK", *v);
+        if (r < 0 || r > w.rank)
+            throw Error("FS_LOCAL_RANK=" + *v + " on rank " + std::to_string(w.rank) +
                         ": expected 0 to the rank");
-    } else {
-        e->world_.fs_local_rank =
-            opts.shared_filesystem.shared ? e->world_.rank : e->world_.local_rank;
+        return r;
     }
-    const auto& w = e->world_;
-    // The mesh first: a layout that cannot run is refused on every rank before any work.
+    return opts.shared_filesystem.shared ? w.rank : w.local_rank;
+}
+
+// The mesh first: a layout that cannot run is refused on every rank before any work.
+config::ParallelLayout checked_layout(const WorldInfo& w, const EnvironmentOptions& opts) {
     const int64_t nodes = std::max(1, w.world_size / std::max(1, w.local_world_size));
+    config::ParallelLayout layout;
     if (opts.layout) {
-        e->layout_ = opts.layout(w.world_size, nodes);
+        layout = opts.layout(w.world_size, nodes);
     } else {
-        e->layout_.world = e->layout_.dp = e->layout_.shard = w.world_size;
+        layout.world = layout.dp = layout.shard = w.world_size;
     }
-    if (!e->layout_.ok()) {
+    if (!layout.ok()) {
         std::string msg = "the parallel layout cannot run on " + std::to_string(w.world_size) +
                           (w.world_size == 1 ? " rank" : " ranks") + ": ";
-        for (std::size_t i = 0; i < e->layout_.problems.size(); ++i)
-            msg += (i ? "; " : "") + e->layout_.problems[i];
+        for (std::size_t i = 0; i < layout.problems.size(); ++i)
+            msg += (i ? "; " : "") + layout.problems[i];
         throw Error(msg);
     }
+    return layout;
+}
 
-    bool want_cuda = opts.device == config::DeviceKind::cuda ||
-                     (opts.device == config::DeviceKind::auto_ && torch::cuda::is_available());
+// The training device: this local rank's GPU when CUDA is wanted (and made current), else the CPU.
+torch::Device training_device(const WorldInfo& w, const EnvironmentOptions& opts) {
+    const bool want_cuda =
+        opts.device == config::DeviceKind::cuda ||
+        (opts.device == config::DeviceKind::auto_ && torch::cuda::is_available());
     if (opts.device == config::DeviceKind::cuda && !torch::cuda::is_available()) {
         throw Error("launch.device is cuda but no CUDA device is available");
     }
-    if (want_cuda) {
+    if (!want_cuda) return torch::Device(torch::kCPU);
 #ifdef LATHE_WITH_CUDA
-        int count = static_cast<int>(static_cast<unsigned char>(torch::cuda::device_count()));
-        int index = w.local_rank;
-        // Slurm binding one GPU to each task (--gpus-per-task=1, --gpu-bind) leaves every rank one
-        // visible device, its own: device 0. (Elsewhere one visible GPU for several local ranks
-        // is a mistake, reported below.)
-        const auto visible = env("CUDA_VISIBLE_DEVICES");
-        if (count == 1 && env("SLURM_JOB_ID") && visible && !visible->empty() &&
-            visible->find(',') == std::string::npos) {
-            index = 0;
-        }
-        if (index >= count) {
-            throw Error("LOCAL_RANK " + std::to_string(w.local_rank) + " has no GPU (" +
-                        std::to_string(count) + " visible)");
-        }
-        c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
-        e->device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
-#else
-        throw Error("this build of lathe-engine has no CUDA support");
-#endif
+    const int count = static_cast<int>(static_cast<unsigned char>(torch::cuda::device_count()));
+    int index = w.local_rank;
+    // Slurm binding one GPU to each task (--gpus-per-task=1, --gpu-bind) leaves every rank one
+    // visible device, its own: device 0. (Elsewhere one visible GPU for several local ranks
+    // is a mistake, reported below.)
+    const auto visible = env("CUDA_VISIBLE_DEVICES");
+    if (count == 1 && env("SLURM_JOB_ID") && visible && !visible->empty() &&
+        visible->find(',') == std::string::npos) {
+        index = 0;
     }
-    // CPU threads: the cores divided by the local ranks, unless configured. LATHE_RESERVE_CORES
-    // leaves cores to other work on this machine first (the workbench sets 1 for itself: spinning
-    // OpenMP threads and a busy GUI on the same cores slow each other down).
+    if (index >= count) {
+        throw Error("LOCAL_RANK " + std::to_string(w.local_rank) + " has no GPU (" +
+                    std::to_string(count) + " visible)");
+    }
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+#else
+    (void)w;
+    throw Error("this build of lathe-engine has no CUDA support");
+#endif
+}
+
+// CPU threads: the cores divided by the local ranks, unless configured. LATHE_RESERVE_CORES
+// leaves cores to other work on this machine first (the workbench sets 1 for itself: spinning
+// OpenMP threads and a busy GUI on the same cores slow each other down).
+void set_cpu_threads(const WorldInfo& w, const EnvironmentOptions& opts) {
     const int64_t cores =
         std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
     int64_t reserve = 0;
@@ -325,97 +336,140 @@ std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptio
             throw Error("environment variable LATHE_RESERVE_CORES='" + *r + "' is negative");
         reserve = std::min(reserve, cores - 1);
     }
-    int64_t threads =
+    const int64_t threads =
         opts.num_threads.value_or(std::max<int64_t>(1, (cores - reserve) / w.local_world_size));
     torch::set_num_threads(static_cast<int>(threads));
-    if (opts.seed) torch::manual_seed(static_cast<uint64_t>(*opts.seed));
+}
 
-    if (w.world_size > 1) {
-        if (opts.backend.find("gloo") == std::string::npos) {
-            throw Error("launch.backend \"" + opts.backend +
-                        "\" has no gloo: Lathe needs Gloo for CPU bookkeeping");
+// The TCP store every rank meets at (rank 0 serves it).
+c10::intrusive_ptr<c10d::Store> rendezvous(const WorldInfo& w, const EnvironmentOptions& opts) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(w.master_port);
+    so.isServer = w.rank == 0;
+    so.numWorkers = w.world_size;
+    so.timeout = opts.timeout;
+    so.waitWorkers = true;
+    if (so.isServer) so.masterListenFd = listen_on_master_addr(w.master_addr, w.master_port);
+    try {
+        return c10::make_intrusive<c10d::TCPStore>(w.master_addr, so);
+    } catch (const std::exception& ex) {
+        throw Error(
+            "rendezvous at " + w.master_addr + ":" + std::to_string(w.master_port) + " failed", ex);
+    }
+}
+
+// Makes a group of `size` ranks in which this rank is `rank`; `prefix` names it uniquely, so only
+// its members rendezvous (c10d's new_group without the world-wide handshake).
+using GroupMaker = std::function<Group(const std::string& prefix, int rank, int size)>;
+
+GroupMaker gloo_groups(const c10::intrusive_ptr<c10d::Store>& world_store, const WorldInfo& w,
+                       const EnvironmentOptions& opts) {
+    return [world_store, addr = w.master_addr, timeout = opts.timeout](const std::string& prefix,
+                                                                       int rank, int size) {
+        if (size == 1) return Group();
+        auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, world_store);
+        auto o = c10d::ProcessGroupGloo::Options::create(timeout);
+        const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
+        if (iface && *iface) {
+            o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+        } else if (addr == "127.0.0.1" || addr == "localhost") {
+            o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        } else {
+            o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
         }
-        c10d::TCPStoreOptions so;
-        so.port = static_cast<uint16_t>(w.master_port);
-        so.isServer = w.rank == 0;
-        so.numWorkers = w.world_size;
-        so.timeout = opts.timeout;
-        so.waitWorkers = true;
-        if (so.isServer) so.masterListenFd = listen_on_master_addr(w.master_addr, w.master_port);
-        try {
-            e->store_ = c10::make_intrusive<c10d::TCPStore>(w.master_addr, so);
-        } catch (const std::exception& ex) {
-            throw Error(
-                "rendezvous at " + w.master_addr + ":" + std::to_string(w.master_port) + " failed",
-                ex);
-        }
-        // A group of `size` ranks in which this rank is `rank`; `prefix` names it uniquely, so
-        // only its members rendezvous (c10d's new_group without the world-wide handshake).
-        auto make_gloo_group = [&](const std::string& prefix, int rank, int size) {
-            if (size == 1) return Group();
-            auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, e->store_);
-            auto o = c10d::ProcessGroupGloo::Options::create(opts.timeout);
-            const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
-            if (iface && *iface) {
-                o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
-            } else if (w.master_addr == "127.0.0.1" || w.master_addr == "localhost") {
-                o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-            } else {
-                o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-            }
-            o->threads = 2;
-            c10::intrusive_ptr<c10d::Backend> pg =
-                c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
-            return Group(pg, rank, size);
-        };
-        auto make_gloo = [&](const std::string& prefix) {
-            return make_gloo_group(prefix, w.rank, w.world_size);
-        };
-        e->cpu_ = make_gloo("cpu/");
-        e->bookkeeping_ = make_gloo("bookkeeping/");
-        e->checkpoint_ = make_gloo("checkpoint/");
-        // The training device's groups over the mesh: Gloo on CPU, NCCL on CUDA.
-        std::function<Group(const std::string&, int, int)> make_device_group = make_gloo_group;
+        o->threads = 2;
+        c10::intrusive_ptr<c10d::Backend> pg =
+            c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+        return Group(pg, rank, size);
+    };
+}
+
+// The training device's groups: Gloo on CPU, NCCL on CUDA.
+GroupMaker device_groups(const c10::intrusive_ptr<c10d::Store>& world_store,
+                         const torch::Device& device, const WorldInfo& w,
+                         const EnvironmentOptions& opts) {
 #ifdef LATHE_WITH_CUDA
-        if (e->device_.is_cuda()) {
-            if (opts.backend.find("nccl") == std::string::npos) {
-                throw Error("CUDA training needs nccl in launch.backend (got \"" + opts.backend +
-                            "\")");
-            }
-            make_device_group = [&](const std::string& prefix, int rank, int size) {
+    if (device.is_cuda()) {
+        if (opts.backend.find("nccl") == std::string::npos) {
+            throw Error("CUDA training needs nccl in launch.backend (got \"" + opts.backend +
+                        "\")");
+        }
+        return
+            [world_store, timeout = opts.timeout](const std::string& prefix, int rank, int size) {
                 if (size == 1) return Group();
-                auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/" + prefix, e->store_);
+                auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/" + prefix, world_store);
                 auto o = c10d::ProcessGroupNCCL::Options::create();
-                o->timeout = opts.timeout;
+                o->timeout = timeout;
                 c10::intrusive_ptr<c10d::Backend> pg =
                     c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
                 return Group(pg, rank, size);
             };
-        }
-#endif
-        const auto& l = e->layout_;
-        const auto r = static_cast<int64_t>(w.rank);
-        const auto i32 = [](int64_t v) { return static_cast<int>(v); };
-        const std::string tp_id = std::to_string(l.tp_index(r));
-        if (l.tp == 1) {
-            e->dp_ = e->device_.is_cuda() ? make_device_group("", w.rank, w.world_size) : e->cpu_;
-        } else {
-            // The ranks with this rank's tensor-parallel index, and this rank's TP neighbours.
-            e->dp_ = make_device_group("dp/" + tp_id + "/", i32(l.dp_index(r)), i32(l.dp));
-            e->tp_ = make_device_group("tp/" + std::to_string(l.dp_index(r)) + "/",
-                                       i32(l.tp_index(r)), i32(l.tp));
-        }
-        if (l.strategy == config::DataParallelType::hsdp) {
-            e->shard_ =
-                make_device_group("shard/" + tp_id + "/" + std::to_string(l.replica_index(r)) + "/",
-                                  i32(l.shard_index(r)), i32(l.shard));
-            e->replicate_ = make_device_group(
-                "replicate/" + tp_id + "/" + std::to_string(l.shard_index(r)) + "/",
-                i32(l.replica_index(r)), i32(l.replicas));
-        } else {
-            e->shard_ = e->dp_;
-        }
     }
+#else
+    (void)device;
+#endif
+    return gloo_groups(world_store, w, opts);
+}
+
+// The mesh's groups for this rank: data parallel, tensor parallel, and HSDP's shard and
+// replicate groups (without HSDP the shard group is the data-parallel one).
+struct MeshGroups {
+    Group dp, tp, shard, replicate;
+};
+
+MeshGroups mesh_groups(const config::ParallelLayout& l, const WorldInfo& w,
+                       const torch::Device& device, const Group& cpu, const GroupMaker& make) {
+    MeshGroups g;
+    const auto r = static_cast<int64_t>(w.rank);
+    const auto i32 = [](int64_t v) { return static_cast<int>(v); };
+    const std::string tp_id = std::to_string(l.tp_index(r));
+    if (l.tp == 1) {
+        g.dp = device.is_cuda() ? make("", w.rank, w.world_size) : cpu;
+    } else {
+        // The ranks with this rank's tensor-parallel index, and this rank's TP neighbours.
+        g.dp = make("dp/" + tp_id + "/", i32(l.dp_index(r)), i32(l.dp));
+        g.tp = make("tp/" + std::to_string(l.dp_index(r)) + "/", i32(l.tp_index(r)), i32(l.tp));
+    }
+    if (l.strategy == config::DataParallelType::hsdp) {
+        g.shard = make("shard/" + tp_id + "/" + std::to_string(l.replica_index(r)) + "/",
+                       i32(l.shard_index(r)), i32(l.shard));
+        g.replicate = make("replicate/" + tp_id + "/" + std::to_string(l.shard_index(r)) + "/",
+                           i32(l.replica_index(r)), i32(l.replicas));
+    } else {
+        g.shard = g.dp;
+    }
+    return g;
+}
+
+}  // namespace
+
+std::unique_ptr<Environment> prepare_training_environment(const EnvironmentOptions& opts) {
+    std::unique_ptr<Environment> e(new Environment());
+    e->world_ = read_world_info();
+    e->shared_filesystem_ = opts.shared_filesystem;
+    e->world_.fs_local_rank = fs_local_rank(e->world_, opts);
+    const auto& w = e->world_;
+    e->layout_ = checked_layout(w, opts);
+    e->device_ = training_device(w, opts);
+    set_cpu_threads(w, opts);
+    if (opts.seed) torch::manual_seed(static_cast<uint64_t>(*opts.seed));
+    if (w.world_size == 1) return e;
+
+    if (opts.backend.find("gloo") == std::string::npos) {
+        throw Error("launch.backend \"" + opts.backend +
+                    "\" has no gloo: Lathe needs Gloo for CPU bookkeeping");
+    }
+    e->store_ = rendezvous(w, opts);
+    const GroupMaker gloo = gloo_groups(e->store_, w, opts);
+    e->cpu_ = gloo("cpu/", w.rank, w.world_size);
+    e->bookkeeping_ = gloo("bookkeeping/", w.rank, w.world_size);
+    e->checkpoint_ = gloo("checkpoint/", w.rank, w.world_size);
+    MeshGroups mesh = mesh_groups(e->layout_, w, e->device_, e->cpu_,
+                                  device_groups(e->store_, e->device_, w, opts));
+    e->dp_ = std::move(mesh.dp);
+    e->tp_ = std::move(mesh.tp);
+    e->shard_ = std::move(mesh.shard);
+    e->replicate_ = std::move(mesh.replicate);
     return e;
 }
 
