@@ -497,6 +497,110 @@ std::string plan_error(std::size_t s, const config::MixtureSourceConfig& src,
            ", or a smaller target_ratio or requested_tokens";
 }
 
+// A mixture's settings, checked before any file is read: the tokens requested, whole instances
+// per batch, and ratios that sum to 1.
+void check_mixture(const config::DatasetConfig& cfg, int64_t global_batch_size) {
+    const auto& mix = cfg.mixture;
+    const int64_t L = cfg.sequence_length;
+    if (!mix.requested_tokens)
+        throw Error(
+            "dataset.mixture.requested_tokens: a mixture needs the tokens it holds (its "
+            "sources' ratios divide them)");
+    if (global_batch_size <= 0 || global_batch_size % L != 0)
+        throw Error(
+            "dataset.mixture: data_loader.global_batch_size (" + std::to_string(global_batch_size) +
+            ") must be a positive multiple of dataset.sequence_length (" + std::to_string(L) + ")");
+    double ratio_sum = 0;
+    std::string ratios;
+    for (const auto& src : mix.sources) {
+        ratio_sum += src.target_ratio;
+        ratios +=
+            (ratios.empty() ? "" : ", ") + src.source_name + " " + std::to_string(src.target_ratio);
+    }
+    if (std::abs(ratio_sum - 1.0) > 1e-8 + 1e-5)  // numpy's allclose, as OLMo-core checks
+        throw Error("dataset.mixture.sources: the target_ratio values sum to " +
+                    std::to_string(ratio_sum) + ", not 1 (" + ratios + ")");
+}
+
+// Tokens wanted from one file in one repeat (OLMo-core's SourcePathTokens).
+struct MixtureEntry {
+    int32_t file;
+    int64_t tokens, max_tokens;
+    std::size_t source;
+};
+
+// Every source's entries: its share of each of its files, the files again, whole, for every
+// repeat past the first. file_sizes: tokens per mapped file.
+std::vector<MixtureEntry> mixture_entries(const config::SourceMixtureConfig& mix,
+                                          const std::vector<std::vector<int32_t>>& source_files,
+                                          const std::vector<int64_t>& file_sizes,
+                                          int64_t requested) {
+    std::vector<MixtureEntry> entries;
+    for (std::size_t s = 0; s < mix.sources.size(); ++s) {
+        const auto& src = mix.sources[s];
+        int64_t population = 0;
+        for (auto f : source_files[s]) population += file_sizes[static_cast<std::size_t>(f)];
+        const MixtureSourcePlan plan = plan_source(src, population, requested);
+        const int64_t needed = plan.needed_tokens;
+        if (!plan.fits()) throw Error(plan_error(s, src, plan, requested));
+        const double take = population > 0 ? static_cast<double>(needed) / population : 0.0;
+        std::vector<double> passes;
+        if (take > 1) {
+            for (double remaining = take; remaining > 0;) {
+                const double chunk = std::min(1.0, remaining);
+                passes.push_back(chunk);
+                remaining -= chunk;
+            }
+        } else {
+            passes.push_back(take);
+        }
+        for (double r : passes)
+            for (auto f : source_files[s]) {
+                const int64_t avail = file_sizes[static_cast<std::size_t>(f)];
+                entries.push_back(
+                    {f, static_cast<int64_t>(std::ceil(static_cast<double>(avail) * r)), avail, s});
+            }
+    }
+    return entries;
+}
+
+// Whole instances per entry, `wanted` in all where the files allow: each entry's floor, the
+// shortfall spread evenly over the entries with room, then one more to the largest remainders
+// (OLMo-core's rounding).
+std::vector<int64_t> instances_per_entry(const std::vector<MixtureEntry>& entries, int64_t L,
+                                         int64_t wanted) {
+    std::vector<int64_t> count(entries.size()), cap(entries.size());
+    std::vector<double> remainder(entries.size());
+    int64_t total = 0;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        cap[i] = entries[i].max_tokens / L;
+        count[i] = std::min(entries[i].tokens / L, cap[i]);
+        remainder[i] = count[i] < cap[i] ? static_cast<double>(entries[i].tokens % L) / L : 0.0;
+        total += count[i];
+    }
+    if (wanted - total <= 0) return count;
+    std::vector<std::size_t> eligible;
+    for (std::size_t i = 0; i < entries.size(); ++i)
+        if (count[i] < cap[i]) eligible.push_back(i);
+    if (eligible.empty()) return count;
+    const int64_t each = (wanted - total) / static_cast<int64_t>(eligible.size());
+    if (each > 0)
+        for (auto i : eligible) {
+            const int64_t add = std::min(each, cap[i] - count[i]);
+            count[i] += add;
+            total += add;
+        }
+    std::vector<std::pair<double, std::size_t>> cands;
+    for (auto i : eligible)
+        if (count[i] < cap[i]) cands.emplace_back(remainder[i], i);
+    std::sort(cands.rbegin(), cands.rend());  // largest first; ties: the later entry
+    for (std::size_t k = 0; k < cands.size() && total < wanted; ++k) {
+        ++count[cands[k].second];
+        ++total;
+    }
+    return count;
+}
+
 }  // namespace
 
 std::vector<MixtureSourcePlan> TokenDataset::plan_mixture(const config::DatasetConfig& cfg,
@@ -539,27 +643,10 @@ void TokenDataset::add_mixture(TokenDataset& ds, const config::DatasetConfig& cf
     // OLMo-core's SourceMixtureDatasetConfig.build and NumpyFSLDatasetMixture: no sampling; each
     // source's share is a prefix of each of its files (the files again, whole, for every repeat),
     // rounded to whole instances so that the mixture fills whole global batches.
+    check_mixture(cfg, global_batch_size);
     const auto& mix = cfg.mixture;
     const int64_t L = cfg.sequence_length;
-    if (!mix.requested_tokens)
-        throw Error(
-            "dataset.mixture.requested_tokens: a mixture needs the tokens it holds (its "
-            "sources' ratios divide them)");
     const int64_t requested = *mix.requested_tokens;
-    if (global_batch_size <= 0 || global_batch_size % L != 0)
-        throw Error(
-            "dataset.mixture: data_loader.global_batch_size (" + std::to_string(global_batch_size) +
-            ") must be a positive multiple of dataset.sequence_length (" + std::to_string(L) + ")");
-    double ratio_sum = 0;
-    std::string ratios;
-    for (const auto& src : mix.sources) {
-        ratio_sum += src.target_ratio;
-        ratios +=
-            (ratios.empty() ? "" : ", ") + src.source_name + " " + std::to_string(src.target_ratio);
-    }
-    if (std::abs(ratio_sum - 1.0) > 1e-8 + 1e-5)  // numpy's allclose, as OLMo-core checks
-        throw Error("dataset.mixture.sources: the target_ratio values sum to " +
-                    std::to_string(ratio_sum) + ", not 1 (" + ratios + ")");
 
     // The files of every source, each mapped once however many sources or repeats use it.
     std::map<std::string, int32_t> file_index;
@@ -591,75 +678,13 @@ void TokenDataset::add_mixture(TokenDataset& ds, const config::DatasetConfig& cf
     ranges.save();
     add_manifest_masks(ds, cfg, mapped, fp);
 
-    // Tokens wanted from each file, per repeat (OLMo-core's SourcePathTokens).
-    struct Entry {
-        int32_t file;
-        int64_t tokens, max_tokens;
-        std::size_t source;
-    };
-    std::vector<Entry> entries;
-    for (std::size_t s = 0; s < mix.sources.size(); ++s) {
-        const auto& src = mix.sources[s];
-        int64_t population = 0;
-        for (auto f : source_files[s]) population += ds.files_[static_cast<std::size_t>(f)]->size();
-        const MixtureSourcePlan plan = plan_source(src, population, requested);
-        const int64_t needed = plan.needed_tokens;
-        if (!plan.fits()) throw Error(plan_error(s, src, plan, requested));
-        const double take = population > 0 ? static_cast<double>(needed) / population : 0.0;
-        std::vector<double> passes;
-        if (take > 1) {
-            for (double remaining = take; remaining > 0;) {
-                const double chunk = std::min(1.0, remaining);
-                passes.push_back(chunk);
-                remaining -= chunk;
-            }
-        } else {
-            passes.push_back(take);
-        }
-        for (double r : passes)
-            for (auto f : source_files[s]) {
-                const int64_t avail = ds.files_[static_cast<std::size_t>(f)]->size();
-                entries.push_back(
-                    {f, static_cast<int64_t>(std::ceil(static_cast<double>(avail) * r)), avail, s});
-            }
-    }
-
-    // Whole instances filling whole batches: each entry's floor, the shortfall spread evenly over
-    // the entries with room, then one more to the largest remainders (OLMo-core's rounding).
+    std::vector<int64_t> file_sizes;
+    for (const auto& f : ds.files_) file_sizes.push_back(f->size());
+    const auto entries = mixture_entries(mix, source_files, file_sizes, requested);
     const auto steps = static_cast<int64_t>(
         std::ceil(static_cast<double>(requested) / static_cast<double>(global_batch_size)));
     const int64_t wanted = steps * (global_batch_size / L);
-    std::vector<int64_t> count(entries.size()), cap(entries.size());
-    std::vector<double> remainder(entries.size());
-    int64_t total = 0;
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-        cap[i] = entries[i].max_tokens / L;
-        count[i] = std::min(entries[i].tokens / L, cap[i]);
-        remainder[i] = count[i] < cap[i] ? static_cast<double>(entries[i].tokens % L) / L : 0.0;
-        total += count[i];
-    }
-    if (wanted - total > 0) {
-        std::vector<std::size_t> eligible;
-        for (std::size_t i = 0; i < entries.size(); ++i)
-            if (count[i] < cap[i]) eligible.push_back(i);
-        if (!eligible.empty()) {
-            const int64_t each = (wanted - total) / static_cast<int64_t>(eligible.size());
-            if (each > 0)
-                for (auto i : eligible) {
-                    const int64_t add = std::min(each, cap[i] - count[i]);
-                    count[i] += add;
-                    total += add;
-                }
-            std::vector<std::pair<double, std::size_t>> cands;
-            for (auto i : eligible)
-                if (count[i] < cap[i]) cands.emplace_back(remainder[i], i);
-            std::sort(cands.rbegin(), cands.rend());  // largest first; ties: the later entry
-            for (std::size_t k = 0; k < cands.size() && total < wanted; ++k) {
-                ++count[cands[k].second];
-                ++total;
-            }
-        }
-    }
+    const auto count = instances_per_entry(entries, L, wanted);
 
     // Instances: each entry's windows from the start of its file, in entry order.
     std::vector<int64_t> source_tokens(mix.sources.size());
@@ -682,6 +707,8 @@ void TokenDataset::add_mixture(TokenDataset& ds, const config::DatasetConfig& cf
         fp << ";source=" << mix.sources[s].source_name;
     }
     ds.total_tokens_ = static_cast<int64_t>(ds.starts_.size()) * L;
+    int64_t total = 0;
+    for (auto c : count) total += c;
     if (wanted != total)
         log::warn(
             "dataset.mixture: {} instances, short of the {} that {} batches need (every "
