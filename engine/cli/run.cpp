@@ -148,9 +148,9 @@ bool model_fits(const config::ExperimentConfig& cfg, dist::Environment& env, boo
     return false;
 }
 
-}  // namespace
-
-int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
+// The distributed environment's options from the launch section. The layout callback reads cfg,
+// which must outlive the call to prepare_training_environment.
+dist::EnvironmentOptions environment_options(const config::ExperimentConfig& cfg, bool remote) {
     dist::EnvironmentOptions eo;
     eo.seed = cfg.seed;
     eo.backend = cfg.launch.backend;
@@ -162,9 +162,115 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     eo.layout = [&cfg](int64_t world, int64_t nodes) {
         return config::parallel_layout(cfg, world, nodes);
     };
-    const bool remote = checkpoint::is_remote_path(cfg.trainer.save_folder);
     eo.shared_filesystem = dist::resolve_shared_filesystem(cfg.launch.shared_filesystem, remote);
-    auto env = dist::prepare_training_environment(eo);
+    return eo;
+}
+
+// The run folder's logs folder, made by each filesystem's first rank once the folder is known to
+// be usable by every rank; returns this rank's log file. Only the logs folder now: config.json
+// and status.json are written once the run has started (run_status), so a start that fails
+// leaves the run folder as it was.
+std::string open_logs_folder(const std::string& folder, bool remote, dist::Environment& env) {
+    if (env.distributed() && !remote) refuse_unshared_save_folder(folder, env);
+    // With a remote checkpoint folder and no shared filesystem each machine keeps its own run
+    // folder (its ranks' logs).
+    if (env.fs_local_rank() == 0)
+        fs::create_directories(run_folder::join(folder, run_folder::kLogsDir));
+    env.cpu_group().barrier();
+    if (env.distributed() && !remote) check_shared_folder(folder, env);
+    return run_folder::join(folder, run_folder::rank_log_file(env.rank()));
+}
+
+// dataset.tokenizer, when set, must fit the model's vocabulary.
+void check_tokenizer(const config::ExperimentConfig& cfg) {
+    if (!cfg.dataset.tokenizer) return;
+    const auto tok = tokenizer::load_tokenizer(*cfg.dataset.tokenizer);
+    if (tok->vocab_size() > cfg.model.vocab_size)
+        throw Error("dataset.tokenizer: " + *cfg.dataset.tokenizer + " has " +
+                    std::to_string(tok->vocab_size()) + " tokens, more than model.vocab_size (" +
+                    std::to_string(cfg.model.vocab_size) + ")");
+    log::info("tokenizer: {} ({}, {} tokens)", *cfg.dataset.tokenizer, tok->id(),
+              tok->vocab_size());
+}
+
+// The log's opening lines: version, run folder, world, model size, data and parallelism.
+void log_run_start(const config::ExperimentConfig& cfg, const RunOptions& opts,
+                   const std::string& folder, const dist::Environment& env,
+                   train::TransformerTrainModule& tm, const data::DataSplit& split,
+                   const data::DataLoader& loader) {
+    auto& model = tm.model();
+    log::info("{}", version_line("lathe-engine"));
+    // A benchmark writes no run folder: naming one would point at a folder that never exists.
+    if (opts.bench)
+        log::info("benchmark of '{}' (no run folder, no files)", cfg.run_name);
+    else
+        log::info("run '{}' in {}", cfg.run_name, folder);
+    log::info("world: {} rank(s) ({}), layout {}, device {}, {} CPU thread(s) per rank",
+              env.world_size(), env.world().source, env.layout().describe(), env.device().str(),
+              torch::get_num_threads());
+    log::info("model: {} parameters ({} non-embedding), {} FLOPs/token",
+              config::human_count(static_cast<double>(model->num_params())),
+              config::human_count(static_cast<double>(model->num_non_embedding_params())),
+              config::human_count(
+                  static_cast<double>(model->num_flops_per_token(cfg.dataset.sequence_length))));
+    std::string parallelism = tm.data_parallel().describe();
+    if (env.layout().tp > 1)
+        parallelism =
+            (env.dp_size() > 1 ? parallelism + "; " : std::string()) + "tensor parallel over " +
+            std::to_string(env.layout().tp) + " ranks" +
+            (cfg.train_module.tp_config.loss_parallel ? " (vocabulary-parallel loss)" : "");
+    log::info("data: {}: {} train instances of {} tokens, {} batches per epoch; parallelism: {}",
+              split.train->description(), split.train->num_instances(), cfg.dataset.sequence_length,
+              loader.total_batches(), parallelism);
+}
+
+// What rank 0 prints on the console when the run ends: where it stopped, the loss, the speed,
+// and how to resume.
+void print_run_end(const config::ExperimentConfig& cfg, train::Trainer& trainer,
+                   const train::RunStatusCallback& status, const std::string& folder,
+                   const std::string& checkpoint_folder, bool remote) {
+    const double secs = status.elapsed_s();
+    const int64_t steps = trainer.global_step() - status.start_step();
+    const double tokens =
+        static_cast<double>(steps) * static_cast<double>(trainer.tokens_per_batch());
+    std::ostringstream os;
+    os << "\n"
+       << (trainer.is_canceled() ? "Stopped" : "Finished") << " '" << cfg.run_name << "' at step "
+       << trainer.global_step() << "/" << trainer.max_steps() << " ("
+       << config::human_count(static_cast<double>(trainer.global_train_tokens_seen()))
+       << " tokens)";
+    if (trainer.is_canceled()) os << ": " << trainer.cancel_reason();
+    os << "\n";
+    if (status.first_loss()) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "  loss: %.4f -> %.4f\n", *status.first_loss(),
+                      *status.last_loss());
+        os << buf;
+    }
+    if (secs > 0 && steps > 0) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "  %d steps in %.1f s: %s tokens/s\n",
+                      static_cast<int>(steps), secs, config::human_count(tokens / secs).c_str());
+        os << buf;
+    }
+    os << "  run folder: " << folder << "\n";
+    if (remote) os << "  checkpoints: " << checkpoint_folder << "\n";
+    auto cks = checkpoint::Checkpointer::complete_checkpoints(checkpoint_folder);
+    if (!cks.empty()) {
+        os << "  latest checkpoint: " << cks.back().path << "\n";
+        if (trainer.global_step() < trainer.max_steps()) {
+            os << "  resume: lathe-engine train "
+               << run_folder::join(folder, run_folder::kConfigFile) << "\n";
+        }
+    }
+    std::cout << os.str() << std::flush;
+}
+
+}  // namespace
+
+int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
+    const bool remote = checkpoint::is_remote_path(cfg.trainer.save_folder);
+    auto env = dist::prepare_training_environment(environment_options(cfg, remote));
     const int rank = env->rank();
     const std::string folder = resolve_save_folder(cfg, opts.runs_dir);
     // config.json then resumes the same run (a remote folder stays as given: it holds only the
@@ -178,35 +284,15 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         cfg.trainer.save_folder = folder;
     }
     const std::string checkpoint_folder = remote ? cfg.trainer.save_folder : folder;
-    std::string log_file;
-    if (!opts.bench) {
-        // Only the logs folder now: config.json and status.json are written once the run has
-        // started (run_status), so a start that fails leaves the run folder as it was.
-        if (env->distributed() && !remote) refuse_unshared_save_folder(folder, *env);
-        // Each filesystem's first rank makes the folder; with a remote checkpoint folder and no
-        // shared filesystem each machine keeps its own run folder (its ranks' logs).
-        if (env->fs_local_rank() == 0)
-            fs::create_directories(run_folder::join(folder, run_folder::kLogsDir));
-        env->cpu_group().barrier();
-        if (env->distributed() && !remote) check_shared_folder(folder, *env);
-        log_file = run_folder::join(folder, run_folder::rank_log_file(rank));
-    }
+    const std::string log_file =
+        opts.bench ? std::string() : open_logs_folder(folder, remote, *env);
     log::setup(rank, dist::should_log(env->world(), cfg.launch.log_filter_type), log_file);
     if (!model_fits(cfg, *env, opts.force)) {
         dist::teardown_training_environment(*env);
         return kExitUsage;
     }
 
-    if (cfg.dataset.tokenizer) {
-        const auto tok = tokenizer::load_tokenizer(*cfg.dataset.tokenizer);
-        if (tok->vocab_size() > cfg.model.vocab_size)
-            throw Error("dataset.tokenizer: " + *cfg.dataset.tokenizer + " has " +
-                        std::to_string(tok->vocab_size()) +
-                        " tokens, more than model.vocab_size (" +
-                        std::to_string(cfg.model.vocab_size) + ")");
-        log::info("tokenizer: {} ({}, {} tokens)", *cfg.dataset.tokenizer, tok->id(),
-                  tok->vocab_size());
-    }
+    check_tokenizer(cfg);
     auto split = data::build_split(
         cfg.dataset, cfg.model.vocab_size,
         remote ? std::string() : run_folder::join(folder, run_folder::kTokenRangesFile),
@@ -240,73 +326,13 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         trainer.add_callback("control_channel", train::make_control_channel(opts.control_socket));
     }
     if (opts.customize) opts.customize(trainer);
-
-    auto& model = tm.model();
-    log::info("{}", version_line("lathe-engine"));
-    // A benchmark writes no run folder: naming one would point at a folder that never exists.
-    if (opts.bench)
-        log::info("benchmark of '{}' (no run folder, no files)", cfg.run_name);
-    else
-        log::info("run '{}' in {}", cfg.run_name, folder);
-    log::info("world: {} rank(s) ({}), layout {}, device {}, {} CPU thread(s) per rank",
-              env->world_size(), env->world().source, env->layout().describe(), env->device().str(),
-              torch::get_num_threads());
-    log::info("model: {} parameters ({} non-embedding), {} FLOPs/token",
-              config::human_count(static_cast<double>(model->num_params())),
-              config::human_count(static_cast<double>(model->num_non_embedding_params())),
-              config::human_count(
-                  static_cast<double>(model->num_flops_per_token(cfg.dataset.sequence_length))));
-    std::string parallelism = tm.data_parallel().describe();
-    if (env->layout().tp > 1)
-        parallelism =
-            (env->dp_size() > 1 ? parallelism + "; " : std::string()) + "tensor parallel over " +
-            std::to_string(env->layout().tp) + " ranks" +
-            (cfg.train_module.tp_config.loss_parallel ? " (vocabulary-parallel loss)" : "");
-    log::info("data: {}: {} train instances of {} tokens, {} batches per epoch; parallelism: {}",
-              split.train->description(), split.train->num_instances(), cfg.dataset.sequence_length,
-              loader.total_batches(), parallelism);
+    log_run_start(cfg, opts, folder, *env, tm, split, loader);
 
     trainer.fit();
 
-    if (status && rank == 0) {
-        double secs = status->elapsed_s();
-        int64_t steps = trainer.global_step() - status->start_step();
-        double tokens =
-            static_cast<double>(steps) * static_cast<double>(trainer.tokens_per_batch());
-        std::ostringstream os;
-        os << "\n"
-           << (trainer.is_canceled() ? "Stopped" : "Finished") << " '" << cfg.run_name
-           << "' at step " << trainer.global_step() << "/" << trainer.max_steps() << " ("
-           << config::human_count(static_cast<double>(trainer.global_train_tokens_seen()))
-           << " tokens)";
-        if (trainer.is_canceled()) os << ": " << trainer.cancel_reason();
-        os << "\n";
-        if (status->first_loss()) {
-            char buf[128];
-            std::snprintf(buf, sizeof buf, "  loss: %.4f -> %.4f\n", *status->first_loss(),
-                          *status->last_loss());
-            os << buf;
-        }
-        if (secs > 0 && steps > 0) {
-            char buf[128];
-            std::snprintf(buf, sizeof buf, "  %d steps in %.1f s: %s tokens/s\n",
-                          static_cast<int>(steps), secs,
-                          config::human_count(tokens / secs).c_str());
-            os << buf;
-        }
-        os << "  run folder: " << folder << "\n";
-        if (remote) os << "  checkpoints: " << checkpoint_folder << "\n";
-        auto cks = checkpoint::Checkpointer::complete_checkpoints(checkpoint_folder);
-        if (!cks.empty()) {
-            os << "  latest checkpoint: " << cks.back().path << "\n";
-            if (trainer.global_step() < trainer.max_steps()) {
-                os << "  resume: lathe-engine train "
-                   << run_folder::join(folder, run_folder::kConfigFile) << "\n";
-            }
-        }
-        std::cout << os.str() << std::flush;
-    }
-    bool by_signal = trainer.is_canceled() && trainer.cancel_reason().rfind("SIG", 0) == 0;
+    if (status && rank == 0)
+        print_run_end(cfg, trainer, *status, folder, checkpoint_folder, remote);
+    const bool by_signal = trainer.is_canceled() && trainer.cancel_reason().rfind("SIG", 0) == 0;
     dist::teardown_training_environment(*env);
     return by_signal ? kExitInterrupted : kExitOk;
 }
