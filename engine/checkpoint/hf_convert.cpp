@@ -134,47 +134,22 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
     return out;
 }
 
-ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_dir,
-                               const ExportOptions& options) {
-    if (!checkpoint::Checkpointer::dir_is_checkpoint(ckpt))
-        throw Error(ckpt + ": not a complete Lathe checkpoint (no .metadata.json, " +
-                    run_folder::train_state_file(0) + " or " + run_folder::kModelTensorFile + ")");
-    const auto cfg = checkpoint_config(ckpt);
-    const auto& m = cfg.model;
-    const torch::ScalarType out_type = torch_dtype(options.dtype, "--dtype");
-    if (out_type == torch::kFloat16) throw Error("--dtype: use float32 or bfloat16");
-    const bool bytes = cfg.dataset.tokens_are_bytes();
-    // The run's tokenizer, saved with the checkpoint (dataset.tokenizer), goes along and gives
-    // the special-token ids; byte-level sources have none.
-    const std::string tokenizer_path = tokenizer::find_tokenizer_file(ckpt);
-    std::unique_ptr<tokenizer::Tokenizer> tok;
-    std::error_code ec;
-    if (!tokenizer_path.empty()) tok = tokenizer::load_tokenizer(tokenizer_path);
-    ExportTokens tokens;
-    if (tok) {
-        tokens.bos = tok->bos_id();
-        tokens.eos = tok->eos_id();
-    }
-    const int64_t max_positions =
-        std::max(cfg.dataset.sequence_length, cfg.train_module.max_sequence_length);
-    auto config_json = hf_config_json(m, options.dtype, max_positions, tokens);
-    // Lathe's own note of how text becomes ids; transformers keeps unknown keys as attributes.
-    config_json["lathe"] = {{"tokenizer", tok     ? tok->file_name()
-                                          : bytes ? "bytes"
-                                                  : "unknown"},
-                            {"source_checkpoint", fs::absolute(ckpt).lexically_normal().string()}};
+namespace {
 
-    const std::string tensor_path = run_folder::join(ckpt, run_folder::kModelTensorFile);
-    const auto header = run_folder::read_tensor_file_header(tensor_path);
+// One tensor to export: its Hugging Face name, where it is in the checkpoint, its size as written.
+struct ExportItem {
+    std::string hf;
+    const run_folder::TensorEntry* entry;
+    uint64_t out_bytes;
+};
+
+// The model's parameters, found in the checkpoint's tensor file with the shapes its config needs.
+std::vector<ExportItem> export_items(const config::ModelConfig& m,
+                                     const run_folder::TensorFileHeader& header,
+                                     const std::string& tensor_path, torch::ScalarType out_type) {
     std::map<std::string, const run_folder::TensorEntry*> by_name;
     for (const auto& e : header.tensors) by_name[e.name] = &e;
-
-    struct Item {
-        std::string hf;
-        const run_folder::TensorEntry* entry;
-        uint64_t out_bytes;
-    };
-    std::vector<Item> items;
+    std::vector<ExportItem> items;
     for (const auto& [name, shape] : parameter_shapes(m)) {
         auto it = by_name.find("model." + name);
         if (it == by_name.end())
@@ -188,20 +163,30 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
         items.push_back({*hf_name(name, m), it->second,
                          static_cast<uint64_t>(numel) * c10::elementSize(out_type)});
     }
-    // Shards: greedily, in order, each up to max_shard_bytes (a larger tensor gets its own).
-    std::vector<std::vector<const Item*>> shards(1);
+    return items;
+}
+
+// Shards: greedily, in order, each up to max_shard_bytes (a larger tensor gets its own).
+std::vector<std::vector<const ExportItem*>> export_shards(const std::vector<ExportItem>& items,
+                                                          uint64_t max_shard_bytes) {
+    std::vector<std::vector<const ExportItem*>> shards(1);
     uint64_t in_shard = 0;
     for (const auto& it : items) {
-        if (!shards.back().empty() && in_shard + it.out_bytes > options.max_shard_bytes) {
+        if (!shards.back().empty() && in_shard + it.out_bytes > max_shard_bytes) {
             shards.emplace_back();
             in_shard = 0;
         }
         shards.back().push_back(&it);
         in_shard += it.out_bytes;
     }
+    return shards;
+}
 
-    Staging staging(out_dir);
-    ExportResult result;
+// The safetensors files (and their index when there are several), each tensor read, checked
+// against its checksum and converted to out_type.
+void write_weights(const std::string& tensor_path, const run_folder::TensorFileHeader& header,
+                   const std::vector<std::vector<const ExportItem*>>& shards,
+                   torch::ScalarType out_type, const std::string& dir, ExportResult& result) {
     std::ifstream in(tensor_path, std::ios::binary);
     if (!in) throw Error(tensor_path + ": cannot open: " + std::strerror(errno));
     std::vector<char> buffer;
@@ -211,7 +196,7 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
         std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
         const std::string file = shards.size() == 1 ? "model.safetensors" : name;
         std::vector<SafetensorsEntry> layout;
-        for (const Item* it : shards[s]) {
+        for (const ExportItem* it : shards[s]) {
             SafetensorsEntry e;
             e.name = it->hf;
             e.dtype = safetensors_dtype(out_type);
@@ -219,8 +204,8 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
             layout.push_back(e);
             weight_map[it->hf] = file;
         }
-        SafetensorsWriter writer(run_folder::join(staging.tmp, file), layout, {{"format", "pt"}});
-        for (const Item* it : shards[s]) {
+        SafetensorsWriter writer(run_folder::join(dir, file), layout, {{"format", "pt"}});
+        for (const ExportItem* it : shards[s]) {
             const auto& e = *it->entry;
             buffer.resize(e.nbytes);
             in.seekg(static_cast<std::streamoff>(header.data_start + e.offset));
@@ -242,40 +227,88 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
     if (shards.size() > 1) {
         nlohmann::ordered_json index = {{"metadata", {{"total_size", result.weight_bytes}}},
                                         {"weight_map", weight_map}};
-        run_folder::write_file_atomic(run_folder::join(staging.tmp, "model.safetensors.index.json"),
+        run_folder::write_file_atomic(run_folder::join(dir, "model.safetensors.index.json"),
                                       index.dump(2) + "\n");
         result.files.push_back("model.safetensors.index.json");
     }
-    run_folder::write_file_atomic(run_folder::join(staging.tmp, "config.json"),
-                                  config_json.dump(2) + "\n");
+}
+
+// config.json and generation_config.json.
+void write_model_configs(const nlohmann::json& config_json, const std::string& dir,
+                         ExportResult& result) {
+    run_folder::write_file_atomic(run_folder::join(dir, "config.json"), config_json.dump(2) + "\n");
     nlohmann::json generation = {{"_from_model_config", true},
                                  {"bos_token_id", config_json["bos_token_id"]},
                                  {"eos_token_id", config_json["eos_token_id"]},
                                  {"pad_token_id", nullptr}};
-    run_folder::write_file_atomic(run_folder::join(staging.tmp, "generation_config.json"),
+    run_folder::write_file_atomic(run_folder::join(dir, "generation_config.json"),
                                   generation.dump(2) + "\n");
     result.files.push_back("config.json");
     result.files.push_back("generation_config.json");
-    if (tok) {
-        // The tokenizer file as it is, and the config transformers' AutoTokenizer reads it with:
-        // tokenizer.json directly, a SentencePiece tokenizer.model through LlamaTokenizer.
-        const std::string name = tok->file_name();
-        run_folder::write_file_atomic(run_folder::join(staging.tmp, name),
-                                      run_folder::read_text_file(tokenizer_path));
-        nlohmann::json tokenizer_config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
-                                           {"model_max_length", max_positions},
-                                           {"clean_up_tokenization_spaces", false}};
-        if (name == run_folder::kSentencePieceFile) {
-            tokenizer_config["tokenizer_class"] = "LlamaTokenizer";
-            tokenizer_config["add_bos_token"] = false;
-            tokenizer_config["add_eos_token"] = false;
-            tokenizer_config["legacy"] = false;
-        }
-        run_folder::write_file_atomic(run_folder::join(staging.tmp, "tokenizer_config.json"),
-                                      tokenizer_config.dump(2) + "\n");
-        result.files.push_back(name);
-        result.files.push_back("tokenizer_config.json");
+}
+
+// The tokenizer file as it is, and the config transformers' AutoTokenizer reads it with:
+// tokenizer.json directly, a SentencePiece tokenizer.model through LlamaTokenizer.
+void write_tokenizer(const tokenizer::Tokenizer& tok, const std::string& tokenizer_path,
+                     int64_t max_positions, const std::string& dir, ExportResult& result) {
+    const std::string name = tok.file_name();
+    run_folder::write_file_atomic(run_folder::join(dir, name),
+                                  run_folder::read_text_file(tokenizer_path));
+    nlohmann::json tokenizer_config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                       {"model_max_length", max_positions},
+                                       {"clean_up_tokenization_spaces", false}};
+    if (name == run_folder::kSentencePieceFile) {
+        tokenizer_config["tokenizer_class"] = "LlamaTokenizer";
+        tokenizer_config["add_bos_token"] = false;
+        tokenizer_config["add_eos_token"] = false;
+        tokenizer_config["legacy"] = false;
     }
+    run_folder::write_file_atomic(run_folder::join(dir, "tokenizer_config.json"),
+                                  tokenizer_config.dump(2) + "\n");
+    result.files.push_back(name);
+    result.files.push_back("tokenizer_config.json");
+}
+
+}  // namespace
+
+ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_dir,
+                               const ExportOptions& options) {
+    if (!checkpoint::Checkpointer::dir_is_checkpoint(ckpt))
+        throw Error(ckpt + ": not a complete Lathe checkpoint (no .metadata.json, " +
+                    run_folder::train_state_file(0) + " or " + run_folder::kModelTensorFile + ")");
+    const auto cfg = checkpoint_config(ckpt);
+    const auto& m = cfg.model;
+    const torch::ScalarType out_type = torch_dtype(options.dtype, "--dtype");
+    if (out_type == torch::kFloat16) throw Error("--dtype: use float32 or bfloat16");
+    const bool bytes = cfg.dataset.tokens_are_bytes();
+    // The run's tokenizer, saved with the checkpoint (dataset.tokenizer), goes along and gives
+    // the special-token ids; byte-level sources have none.
+    const std::string tokenizer_path = tokenizer::find_tokenizer_file(ckpt);
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    if (!tokenizer_path.empty()) tok = tokenizer::load_tokenizer(tokenizer_path);
+    ExportTokens tokens;
+    if (tok) {
+        tokens.bos = tok->bos_id();
+        tokens.eos = tok->eos_id();
+    }
+    const int64_t max_positions =
+        std::max(cfg.dataset.sequence_length, cfg.train_module.max_sequence_length);
+    auto config_json = hf_config_json(m, options.dtype, max_positions, tokens);
+    // Lathe's own note of how text becomes ids; transformers keeps unknown keys as attributes.
+    config_json["lathe"] = {{"tokenizer", tok     ? tok->file_name()
+                                          : bytes ? "bytes"
+                                                  : "unknown"},
+                            {"source_checkpoint", fs::absolute(ckpt).lexically_normal().string()}};
+
+    const std::string tensor_path = run_folder::join(ckpt, run_folder::kModelTensorFile);
+    const auto header = run_folder::read_tensor_file_header(tensor_path);
+    const auto items = export_items(m, header, tensor_path, out_type);
+    Staging staging(out_dir);
+    ExportResult result;
+    write_weights(tensor_path, header, export_shards(items, options.max_shard_bytes), out_type,
+                  staging.tmp, result);
+    write_model_configs(config_json, staging.tmp, result);
+    if (tok) write_tokenizer(*tok, tokenizer_path, max_positions, staging.tmp, result);
     staging.commit();
     return result;
 }
