@@ -457,6 +457,88 @@ nlohmann::json generation_json(const model::Generation& g, const std::vector<int
     return j;
 }
 
+// --chat: each prompt is the user's message, rendered with the model's chat template and its
+// generation prompt (or, with --messages, the conversation so far with the prompts after it); the
+// reply ends at the template's end-of-turn token.
+void render_chat_prompts(const ParsedArgs& p, GenerateRequest& r, const TextCodec& codec,
+                         const std::string& path) {
+    auto& o = r.o;
+    if (!p.has("--chat")) {
+        if (p.has("--system") || p.has("--chat-template") || p.has("--messages"))
+            throw Error("--system, --chat-template and --messages go with --chat");
+        return;
+    }
+    if (!codec.tok)
+        throw Error(path + ": --chat needs the model's tokenizer; give --tokenizer FILE");
+    if (!r.prompts.empty()) throw Error("--chat takes --prompt TEXT, not --prompt-ids");
+    const auto tmpl = chat_template_for(p.option("--chat-template"), codec.tokenizer_path, path);
+    const std::string system = p.option("--system");
+    if (const std::string file = p.option("--messages"); !file.empty()) {
+        // A conversation so far (multi-turn chat): the model writes the next assistant turn.
+        auto messages = read_messages(file);
+        if (!system.empty())
+            messages.insert(messages.begin(),
+                            nlohmann::ordered_json{{"role", "system"}, {"content", system}});
+        for (const auto& t : r.prompt_texts)
+            messages.push_back(nlohmann::ordered_json{{"role", "user"}, {"content", t}});
+        chat::check_conversation(messages, file, false);
+        if (messages.back()["role"] != "user")
+            throw Error(file + ": the last message is the " +
+                        messages.back()["role"].get<std::string>() +
+                        "'s; it must be the user's (or give --prompt TEXT)");
+        r.prompt_texts = {tmpl.render(messages, true)};
+    } else {
+        for (auto& t : r.prompt_texts) {
+            nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+            if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+            messages.push_back({{"role", "user"}, {"content", t}});
+            t = tmpl.render(messages, true);
+        }
+    }
+    if (tmpl.special_tokens().contains("eos_token")) {
+        const auto ids = codec.tok->encode(tmpl.special_tokens()["eos_token"].get<std::string>());
+        if (ids.size() == 1) o.stop_ids.push_back(ids[0]);
+    }
+}
+
+// --stop TEXT: generation ends once the text so far ends with one of the stop texts.
+void stop_on_texts(GenerateRequest& r, const TextCodec& codec) {
+    if (r.stops.empty()) return;
+    r.o.stop = [&r, &codec](std::size_t, const std::vector<int64_t>& ids) {
+        const std::string text = codec.text(ids);
+        for (const auto& s : r.stops)
+            if (!s.empty() && text.size() >= s.size() &&
+                text.compare(text.size() - s.size(), s.size(), s) == 0)
+                return true;
+        return false;
+    };
+}
+
+// Prints each generation: a JSON line each (--json), else the text, else the ids. Returns the
+// tokens generated in all.
+int64_t print_generations(const ParsedArgs& p, const GenerateRequest& r,
+                          const std::vector<model::Generation>& gens, const TextCodec& codec,
+                          model::Transformer* net, const torch::Device& device) {
+    int64_t new_tokens = 0;
+    for (std::size_t i = 0; i < gens.size(); ++i) {
+        const auto& g = gens[i];
+        new_tokens += static_cast<int64_t>(g.ids.size());
+        if (p.has("--json")) {
+            std::cout << generation_json(g, r.prompts[i], codec, p.has("--logits") ? net : nullptr,
+                                         device)
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                      << "\n";
+        } else if (codec.has_text()) {
+            if (gens.size() > 1) std::cout << "--- " << (i + 1) << " ---\n";
+            std::cout << codec.text(r.prompts[i]) << codec.text(g.ids) << "\n";
+        } else {
+            for (std::size_t k = 0; k < g.ids.size(); ++k) std::cout << (k ? " " : "") << g.ids[k];
+            std::cout << "\n";
+        }
+    }
+    return new_tokens;
+}
+
 }  // namespace
 
 int cmd_generate(const Args& args) {
@@ -489,56 +571,9 @@ int cmd_generate(const Args& args) {
                     "give --tokenizer FILE or --prompt-ids");
     if (!r.stops.empty() && !codec.has_text())
         throw Error(path + ": --stop needs a tokenizer to read the text; give --tokenizer FILE");
-    if (p.has("--chat")) {
-        // Each prompt is the user's message, rendered with the model's chat template and its
-        // generation prompt; the reply ends at the template's end-of-turn token.
-        if (!codec.tok)
-            throw Error(path + ": --chat needs the model's tokenizer; give --tokenizer FILE");
-        if (!r.prompts.empty()) throw Error("--chat takes --prompt TEXT, not --prompt-ids");
-        const auto tmpl =
-            chat_template_for(p.option("--chat-template"), codec.tokenizer_path, path);
-        const std::string system = p.option("--system");
-        if (const std::string file = p.option("--messages"); !file.empty()) {
-            // A conversation so far (multi-turn chat): the model writes the next assistant turn.
-            auto messages = read_messages(file);
-            if (!system.empty())
-                messages.insert(messages.begin(),
-                                nlohmann::ordered_json{{"role", "system"}, {"content", system}});
-            for (const auto& t : r.prompt_texts)
-                messages.push_back(nlohmann::ordered_json{{"role", "user"}, {"content", t}});
-            chat::check_conversation(messages, file, false);
-            if (messages.back()["role"] != "user")
-                throw Error(file + ": the last message is the " +
-                            messages.back()["role"].get<std::string>() +
-                            "'s; it must be the user's (or give --prompt TEXT)");
-            r.prompt_texts = {tmpl.render(messages, true)};
-        } else {
-            for (auto& t : r.prompt_texts) {
-                nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-                if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
-                messages.push_back({{"role", "user"}, {"content", t}});
-                t = tmpl.render(messages, true);
-            }
-        }
-        if (tmpl.special_tokens().contains("eos_token")) {
-            const auto ids =
-                codec.tok->encode(tmpl.special_tokens()["eos_token"].get<std::string>());
-            if (ids.size() == 1) o.stop_ids.push_back(ids[0]);
-        }
-    } else if (p.has("--system") || p.has("--chat-template") || p.has("--messages")) {
-        throw Error("--system, --chat-template and --messages go with --chat");
-    }
+    render_chat_prompts(p, r, codec, path);
     for (const auto& t : r.prompt_texts) r.prompts.push_back(codec.ids(t));
-    if (!r.stops.empty()) {
-        o.stop = [&r, &codec](std::size_t, const std::vector<int64_t>& ids) {
-            const std::string text = codec.text(ids);
-            for (const auto& s : r.stops)
-                if (!s.empty() && text.size() >= s.size() &&
-                    text.compare(text.size() - s.size(), s.size(), s) == 0)
-                    return true;
-            return false;
-        };
-    }
+    stop_on_texts(r, codec);
     if (r.device_name == "cuda" && !torch::cuda::is_available())
         throw Error("--device cuda: no CUDA device is available");
     const torch::Device device(r.device_name == "cuda" ? torch::kCUDA : torch::kCPU);
@@ -552,23 +587,7 @@ int cmd_generate(const Args& args) {
     const auto gens = model::generate(net, r.prompts, o);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    int64_t new_tokens = 0;
-    for (std::size_t i = 0; i < gens.size(); ++i) {
-        const auto& g = gens[i];
-        new_tokens += static_cast<int64_t>(g.ids.size());
-        if (p.has("--json")) {
-            std::cout << generation_json(g, r.prompts[i], codec, p.has("--logits") ? &net : nullptr,
-                                         device)
-                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                      << "\n";
-        } else if (codec.has_text()) {
-            if (gens.size() > 1) std::cout << "--- " << (i + 1) << " ---\n";
-            std::cout << codec.text(r.prompts[i]) << codec.text(g.ids) << "\n";
-        } else {
-            for (std::size_t k = 0; k < g.ids.size(); ++k) std::cout << (k ? " " : "") << g.ids[k];
-            std::cout << "\n";
-        }
-    }
+    const int64_t new_tokens = print_generations(p, r, gens, codec, &net, device);
     nlohmann::json summary = {{"model", checkpoint::is_remote_path(p.spec) ? p.spec : path},
                               {"prompts", gens.size()},
                               {"new_tokens", new_tokens},
