@@ -197,6 +197,10 @@ int cmd_bench(const Args& args) {
     opts.bench = !with_callbacks;
     opts.customize = [&](train::Trainer& t) {
         t.add_callback("bench_timer", train::make_bench_timer(timer, results));
+        // Its checkpoints hold what a run's do (without the other callbacks, in plain bench).
+        if (ckpt_every > 0 && !with_callbacks && cfg.trainer.callbacks.config_saver.enabled)
+            t.add_callback("config_saver",
+                           train::make_config_saver(cfg.trainer.callbacks.config_saver));
         flops_per_token =
             static_cast<double>(t.train_module().num_flops_per_token(cfg.dataset.sequence_length));
         peak = train::measure_mfu_peak(t.env().device(), train::compute_dtype(cfg));

@@ -9,6 +9,8 @@
 
 #include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace lathe::train {
 
@@ -33,6 +35,9 @@ public:
     virtual void pre_log_metrics(int64_t /*step*/, metrics::StepMetrics& /*metrics*/) {}
     /// Runs on the bookkeeping thread (when async) for every step, in step order.
     virtual void log_metrics(int64_t /*step*/, const metrics::StepMetrics& /*metrics*/) {}
+    /// Before a checkpoint is written: files to write into it beside the model and trainer state,
+    /// as (name, contents); appended to `files` (config_saver's config.json).
+    virtual void checkpoint_files(std::vector<std::pair<std::string, std::string>>& /*files*/) {}
     virtual void post_checkpoint_saved(const std::string& /*path*/) {}
     virtual void post_checkpoint_loaded(const std::string& /*path*/) {}
     /// Rank 0: the sampler generated `samples` ([{"prompt", "text", ...}]) at `step`.

@@ -686,10 +686,7 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
     bookkeeper_->join();
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::pair<std::string, std::string>> extra_files;
-    if (cfg_.trainer.callbacks.config_saver.enabled) {
-        extra_files.emplace_back(cfg_.trainer.callbacks.config_saver.fname,
-                                 config::to_json(cfg_).dump(2) + "\n");
-    }
+    for_each_callback([&](Callback& c) { c.checkpoint_files(extra_files); });
     // The run's tokenizer travels with its checkpoints (generate, export).
     if (cfg_.dataset.tokenizer) {
         if (tokenizer_file_.empty()) {

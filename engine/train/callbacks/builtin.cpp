@@ -29,6 +29,8 @@ void add_builtin_callbacks(Trainer& trainer,
     }
     if (c.profiler.enabled) trainer.add_callback("profiler", make_profiler(c.profiler));
     if (c.sampler.enabled) trainer.add_callback("sampler", make_sampler(c.sampler));
+    if (c.config_saver.enabled)
+        trainer.add_callback("config_saver", make_config_saver(c.config_saver));
     if (c.metric_saver.enabled)
         trainer.add_callback("metric_saver", make_metric_saver(c.metric_saver));
 }

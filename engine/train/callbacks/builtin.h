@@ -31,6 +31,7 @@ std::unique_ptr<Callback> make_lm_evaluator(const config::LMEvaluatorConfig& c,
 std::unique_ptr<Callback> make_stability_monitor(const config::StabilityMonitorConfig& c);
 std::unique_ptr<Callback> make_profiler(const config::ProfilerConfig& c);
 std::unique_ptr<Callback> make_metric_saver(const config::MetricSaverConfig& c);
+std::unique_ptr<Callback> make_config_saver(const config::ConfigSaverConfig& c);
 std::unique_ptr<Callback> make_sampler(const config::SamplerConfig& c);
 
 /// What the metric files cost: records written, CPU time of the background writer thread and of

@@ -663,6 +663,30 @@ private Q_SLOTS:
         QCOMPARE(names, QStringList({"step15", "step20"}));
     }
 
+    // config_saver is a callback: its file in every checkpoint, under its fname; none when off.
+    void configSaverWritesIntoCheckpoints() {
+        const QStringList two = {"trainer.max_duration=2steps"};
+        auto r = run_engine(
+            args("saver", two + QStringList{"trainer.callbacks.config_saver.fname=resolved.json"}),
+            runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        const QJsonObject saved = read_json(folder("saver") + "/step2/resolved.json");
+        QCOMPARE(saved["run_name"].toString(), QString("saver"));
+        QCOMPARE(saved["trainer"]
+                     .toObject()["callbacks"]
+                     .toObject()["config_saver"]
+                     .toObject()["fname"]
+                     .toString(),
+                 QString("resolved.json"));
+        QVERIFY(!QFile::exists(folder("saver") + "/step2/config.json"));
+        r = run_engine(
+            args("nosaver", two + QStringList{"trainer.callbacks.config_saver.enabled=false"}),
+            runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY(QFile::exists(folder("nosaver") + "/step2/.metadata.json"));
+        QVERIFY(!QFile::exists(folder("nosaver") + "/step2/config.json"));
+    }
+
     void stabilityMonitor_data() {
         QTest::addColumn<QString>("action");
         QTest::addColumn<int>("exit_code");
