@@ -565,7 +565,7 @@ nlohmann::json inspect_checkpoint(const std::string& dir, bool verify) {
     {
         // Nothing wanted (no small file there) must not mean everything: the metadata file
         // stands in, and it is missing, so nothing is downloaded.
-        if (wanted.empty()) wanted.push_back(run_folder::kCheckpointMetadataFile);
+        if (wanted.empty()) wanted.emplace_back(run_folder::kCheckpointMetadataFile);
         const DownloadedFolder copy(*storage, dir, local, wanted);
         out = inspect_local(copy.path(), verify);
         if (out.contains("problems"))

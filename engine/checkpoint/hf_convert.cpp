@@ -229,7 +229,7 @@ void write_weights(const std::string& tensor_path, const run_folder::TensorFileH
                                         {"weight_map", weight_map}};
         run_folder::write_file_atomic(run_folder::join(dir, "model.safetensors.index.json"),
                                       index.dump(2) + "\n");
-        result.files.push_back("model.safetensors.index.json");
+        result.files.emplace_back("model.safetensors.index.json");
     }
 }
 
@@ -243,8 +243,8 @@ void write_model_configs(const nlohmann::json& config_json, const std::string& d
                                  {"pad_token_id", nullptr}};
     run_folder::write_file_atomic(run_folder::join(dir, "generation_config.json"),
                                   generation.dump(2) + "\n");
-    result.files.push_back("config.json");
-    result.files.push_back("generation_config.json");
+    result.files.emplace_back("config.json");
+    result.files.emplace_back("generation_config.json");
 }
 
 // The tokenizer file as it is, and the config transformers' AutoTokenizer reads it with:
@@ -266,7 +266,7 @@ void write_tokenizer(const tokenizer::Tokenizer& tok, const std::string& tokeniz
     run_folder::write_file_atomic(run_folder::join(dir, "tokenizer_config.json"),
                                   tokenizer_config.dump(2) + "\n");
     result.files.push_back(name);
-    result.files.push_back("tokenizer_config.json");
+    result.files.emplace_back("tokenizer_config.json");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -88,7 +89,7 @@ std::function<void(const prepare::Progress&)> progress_printer(const std::string
             progress_mode == "text" ? "\r" : "", pct,
             megabytes(static_cast<double>(p.bytes_done)).c_str(),
             megabytes(static_cast<double>(p.bytes_total)).c_str(), rate / 1e6,
-            eta < 0 ? "?" : (std::to_string(static_cast<long long>(eta + 0.5)) + " s").c_str(),
+            eta < 0 ? "?" : (std::to_string(std::llround(eta)) + " s").c_str(),
             static_cast<long long>(p.tokens), static_cast<long long>(p.shards),
             progress_mode == "text" ? "   " : "\n");
     };

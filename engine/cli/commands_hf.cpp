@@ -82,7 +82,7 @@ int cmd_export(const Args& args) {
                 std::cerr << "lathe-engine export: " << name << " needs a value\n";
                 return kExitUsage;
             }
-        } else if (a.rfind("-", 0) == 0) {
+        } else if (a.rfind('-', 0) == 0) {
             std::cerr << "lathe-engine export: unknown option " << a << "\n";
             return kExitUsage;
         } else {
@@ -125,7 +125,7 @@ int cmd_export(const Args& args) {
 }
 
 int cmd_import(const Args& args) {
-    if (args.size() != 2 || args[0].rfind("-", 0) == 0 || args[1].rfind("-", 0) == 0) {
+    if (args.size() != 2 || args[0].rfind('-', 0) == 0 || args[1].rfind('-', 0) == 0) {
         std::cerr << "usage: lathe-engine import HF_DIR OUT_CHECKPOINT\n";
         return kExitUsage;
     }

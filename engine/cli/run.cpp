@@ -158,7 +158,7 @@ dist::EnvironmentOptions environment_options(const config::ExperimentConfig& cfg
     eo.num_threads = cfg.launch.num_threads;
     eo.log_filter_type = cfg.launch.log_filter_type;
     eo.timeout = std::chrono::milliseconds(
-        static_cast<int64_t>(cfg.launch.timeout_minutes * 60'000.0 + 0.5));
+        std::llround(cfg.launch.timeout_minutes * 60'000.0));
     eo.layout = [&cfg](int64_t world, int64_t nodes) {
         return config::parallel_layout(cfg, world, nodes);
     };

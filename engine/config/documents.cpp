@@ -163,6 +163,7 @@ std::vector<std::pair<std::size_t, std::size_t>> duplicate_key_bytes(
         return false;
     });
     std::vector<std::pair<std::size_t, std::size_t>> out;
+    out.reserve(duplicates.size());
     for (const auto& d : duplicates)
         out.emplace_back(bytes[{d.container, d.first}], bytes[{d.container, d.again}]);
     return out;

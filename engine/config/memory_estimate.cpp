@@ -306,11 +306,11 @@ std::string memory_refusal(const MemoryEstimate& estimate, int64_t available_byt
             if (peak <= static_cast<double>(available_bytes)) break;
         }
         if (smaller < mb)
-            remedies.push_back("a smaller train_module.rank_microbatch_size, e.g. " +
+            remedies.emplace_back("a smaller train_module.rank_microbatch_size, e.g. " +
                                std::to_string(smaller) + " (" + smaller_peak +
                                "; the batch stays the same, in more micro-batches)");
         if (!estimate.sharded)
-            remedies.push_back(
+            remedies.emplace_back(
                 "more ranks with train_module.dp_config.name=fsdp (the weights, gradients and "
                 "AdamW state divide over them)");
     }

@@ -210,6 +210,7 @@ void read_layer_types(const ConfigReader& r, config::ModelConfig& m,
     }
     const auto window = r.integer("sliding_window");
     std::vector<int64_t> pattern;
+    pattern.reserve(types.size());
     for (const auto& t : types) pattern.push_back(t == "sliding_attention" ? window : -1);
     // The shortest period that repeats into the whole list, as OLMo-core writes patterns.
     std::size_t period = pattern.size();

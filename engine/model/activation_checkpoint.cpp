@@ -9,7 +9,7 @@ namespace lathe::model {
 namespace {
 
 struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
-    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                  BlockImpl* block, int64_t part) {
         ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);
         ctx->saved_data["part"] = part;

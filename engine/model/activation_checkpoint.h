@@ -3,7 +3,7 @@
 // through the recomputation (the reentrant form of torch.utils.checkpoint). The recomputation runs
 // under the forward's autocast state. OLMo2 has no dropout, so it is exact: losses and gradients
 // equal those of the run without checkpointing (tests/engine/model/test_model.cpp,
-// tests/engine/train/test_runs.cpp).
+// tests/engine/train/test_training.cpp).
 #pragma once
 
 #include "engine/model/transformer.h"

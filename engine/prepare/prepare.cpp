@@ -132,7 +132,7 @@ public:
         std::unique_ptr<chat::ChatTemplate> chat;
     };
 
-    std::future<Tokens> submit(std::shared_ptr<Batch> batch) {
+    std::future<Tokens> submit(const std::shared_ptr<Batch>& batch) {
         std::packaged_task<Tokens(const Worker&)> task(
             [this, batch](const Worker& w) { return run(w, *batch); });
         auto f = task.get_future();
@@ -896,7 +896,7 @@ Json prepare_data(const PrepareOptions& o) {
     if (shards.empty())
         throw Error("no text: every input document is empty (" +
                     std::to_string(plan.sources.size()) + " file(s))");
-    const Json manifest = manifest_json(o, plan, shards, reader, progress, tokenizer_copy);
+    Json manifest = manifest_json(o, plan, shards, reader, progress, tokenizer_copy);
     write_atomic(out / kManifestFile, manifest.dump(2) + "\n");
     std::error_code ec;
     fs::remove(state_path, ec);

@@ -37,7 +37,7 @@ std::string env(const char* name) {
     return v ? std::string(v) : std::string();
 }
 
-std::string trim(std::string s) {
+std::string trim(const std::string& s) {
     const auto a = s.find_first_not_of(" \t\r\n");
     if (a == std::string::npos) return {};
     const auto b = s.find_last_not_of(" \t\r\n");
@@ -362,7 +362,7 @@ Response perform_request(Request& r, const TransferOptions& o, const S3Settings*
         // A transfer that moves less than a byte a second for stall_timeout_s is cut.
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
-                         std::max(1L, static_cast<long>(o.stall_timeout_s + 0.5)));
+                         std::max(1L, std::lround(o.stall_timeout_s)));
         Body body = r.body;
         body.sent = 0;
         if (r.method == "HEAD") {
@@ -650,7 +650,7 @@ void S3Client::put_file(const std::string& bucket, const std::string& key,
         done.has_body = true;
         done.body.data = xml.data();
         done.body.size = xml.size();
-        done.headers.push_back("Content-Type: application/xml");
+        done.headers.emplace_back("Content-Type: application/xml");
         const auto resp = perform(done);
         // CompleteMultipartUpload can fail after a 200: the error is in the body.
         if (resp.body.find("<Error>") != std::string::npos)

@@ -31,6 +31,7 @@ double seconds_since(Clock::time_point t0) {
 std::vector<MetricRecord> make_records(int count, int metrics) {
     static const char* kGroups[] = {"train", "optim", "throughput", "eval"};
     std::vector<std::string> names;
+    names.reserve(static_cast<std::size_t>(metrics));
     for (int m = 0; m < metrics; ++m) {
         names.push_back(std::string(kGroups[m % 4]) + "/metric " + std::to_string(m) + " (avg)");
     }

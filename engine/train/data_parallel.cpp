@@ -36,7 +36,7 @@ DistributedDataParallel::DistributedDataParallel(std::vector<torch::Tensor> para
     }
     close();
     for (std::size_t k = 0; k < params_.size(); ++k) {
-        params_[k].register_hook([this, k](torch::Tensor grad) { on_grad(k, grad); });
+        params_[k].register_hook([this, k](const torch::Tensor& grad) { on_grad(k, grad); });
     }
 }
 

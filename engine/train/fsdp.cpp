@@ -21,7 +21,7 @@ torch::ScalarType to_scalar(config::DType d) {
 struct UnitFunction : public torch::autograd::Function<UnitFunction> {
     // `shards` (one per optimizer group; a placeholder where the unit has none) are the inputs
     // whose gradients backward returns.
-    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                  at::TensorList shards, FullyShardedDataParallel* fsdp,
                                  int64_t unit) {
         ctx->saved_data["fsdp"] = reinterpret_cast<int64_t>(fsdp);

@@ -31,7 +31,7 @@ QStringList launch(int nproc, const QStringList& rest) {
 QMap<qint64, double> series(const QString& metrics_file, const QString& name) {
     // Every line's values by step. A step written twice (seen once in about twenty 4-rank runs
     // on two busy cores, not reproduced since) is merged and reported, so that the comparison
-    // is about the numbers; test_runs' metricsFileHasEveryStepOnce guards the file itself.
+    // is about the numbers; test_callbacks' metricsFileHasEveryStepOnce guards the file itself.
     QMap<qint64, double> out;
     QFile f(metrics_file);
     if (!f.open(QIODevice::ReadOnly)) return out;
