@@ -1,6 +1,8 @@
 // JSON/YAML documents: parsing with positions, writing, and command-line overrides.
 #include "engine/config/io.h"
 
+#include "engine/util/json_scan.h"
+
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
@@ -86,42 +88,10 @@ std::string join_path(const std::vector<std::string>& parts) {
     return path;
 }
 
-// Walks JSON text that nlohmann's parser read up to where it stopped (so the text before is valid
-// JSON and brackets in strings are the only pitfall), calling on(byte, ch) for each structural
-// character outside strings ({ } [ ] , :) and with '"' at the opening quote of each string.
-// Stops where `on` returns true and returns that byte; text.size() when it never does.
-template <class On>
-std::size_t scan_json(const std::string& text, On&& on) {
-    bool in_string = false, escaped = false;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char ch = text[i];
-        if (in_string) {
-            if (escaped) {
-                escaped = false;
-            } else if (ch == '\\') {
-                escaped = true;
-            } else if (ch == '"') {
-                in_string = false;
-            }
-        } else if (ch == '"') {
-            in_string = true;
-            if (on(i, ch)) return i;
-        } else if (ch == '[' || ch == '{' || ch == ']' || ch == '}' || ch == ',' || ch == ':') {
-            if (on(i, ch)) return i;
-        }
-    }
-    return text.size();
-}
-
 // The byte at which JSON text first nests deeper than kMaxDocumentDepth (the parser stopped
 // there).
 std::size_t first_too_deep_byte(const std::string& text) {
-    int depth = 0;
-    const std::size_t at = scan_json(text, [&](std::size_t, char ch) {
-        if (ch == '[' || ch == '{') return ++depth > kMaxDocumentDepth;
-        if (ch == ']' || ch == '}') --depth;
-        return false;
-    });
+    const std::size_t at = util::first_too_deep(text, kMaxDocumentDepth);
     return at < text.size() ? at : 0;
 }
 
@@ -147,7 +117,7 @@ std::vector<std::pair<std::size_t, std::size_t>> duplicate_key_bytes(
     };
     std::vector<Open> open;
     std::size_t containers = 0;
-    scan_json(text, [&](std::size_t i, char ch) {
+    util::scan_json(text, [&](std::size_t i, char ch) {
         if (ch == '{' || ch == '[') {
             open.push_back({containers++, 0, ch == '{', ch == '{'});
         } else if (ch == '}' || ch == ']') {

@@ -1,5 +1,7 @@
 #include "engine/protocol/messages.h"
 
+#include "engine/util/json_scan.h"
+
 #include <cmath>
 #include <limits>
 
@@ -270,27 +272,7 @@ std::optional<std::variant<Variant, DecodeError>> decode_as(const std::string& t
 
 // Rejects nesting deeper than kMaxDepth before the parser sees it.
 bool too_deep(std::string_view line) {
-    int depth = 0;
-    bool in_string = false;
-    bool escaped = false;
-    for (char ch : line) {
-        if (in_string) {
-            if (escaped) {
-                escaped = false;
-            } else if (ch == '\\') {
-                escaped = true;
-            } else if (ch == '"') {
-                in_string = false;
-            }
-        } else if (ch == '"') {
-            in_string = true;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > kMaxDepth) return true;
-        } else if (ch == ']' || ch == '}') {
-            --depth;
-        }
-    }
-    return false;
+    return util::first_too_deep(line, kMaxDepth) < line.size();
 }
 
 // Parses the envelope; on success `type` is the message type.
