@@ -51,8 +51,8 @@ std::vector<GroupSpec> group_specs(const config::OptimConfig& o) {
     }
     GroupSpec no_decay{{}, "", base};
     no_decay.options.weight_decay = 0.0;
-    if (!o.decay_embeddings) no_decay.globs.push_back("embeddings.*");
-    if (!o.decay_norms) no_decay.globs.push_back("*norm*");
+    if (!o.decay_embeddings) no_decay.globs.emplace_back("embeddings.*");
+    if (!o.decay_norms) no_decay.globs.emplace_back("*norm*");
     if (!no_decay.globs.empty()) out.push_back(std::move(no_decay));
     out.push_back(GroupSpec{{}, "", base});
     return out;

@@ -90,7 +90,7 @@ QVector<CheckpointInfo> checkpointsFromInspect(const QByteArray& json, QString* 
         return {};
     }
     QVector<CheckpointInfo> out;
-    for (const QJsonValue& v : list) {
+    for (const auto& v : list) {
         const QJsonObject o = v.toObject();
         CheckpointInfo c;
         c.path = o.value(QStringLiteral("path")).toString();
@@ -119,7 +119,7 @@ QVector<CheckpointInfo> checkpointsFromInspect(const QByteArray& json, QString* 
 }
 
 QString checkpointLabel(const CheckpointInfo& c) {
-    const QString step = QString::number(c.step);
+    QString step = QString::number(c.step);
     const QString prefix = QStringLiteral("step") + step;
     if (c.step < 0 || !c.name.startsWith(prefix)) return c.step < 0 ? c.name : step;
     QString rest = c.name.mid(prefix.size());

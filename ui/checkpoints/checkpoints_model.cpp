@@ -241,7 +241,7 @@ void CheckpointsModel::verifyRemote(const QString& path) {
             problem = tr("not verified: %1").arg(lastLine(p));
         } else if (!out.value(QStringLiteral("verified")).toBool()) {
             QStringList problems;
-            for (const QJsonValue& v : out.value(QStringLiteral("problems")).toArray())
+            for (const auto& v : out.value(QStringLiteral("problems")).toArray())
                 problems << v.toString();
             problem =
                 problems.isEmpty() ? tr("did not verify") : problems.join(QStringLiteral("; "));

@@ -122,7 +122,8 @@ private Q_SLOTS:
         saved.json["step"] = 11;
         make()->save(path("step11"), saved, false, false);
         Toy loaded;
-        make()->load(path("step11"), loaded, /*load_trainer_state=*/true, /*load_optim=*/true);
+        make()->load(path("step11"), loaded, /*load_trainer_state=*/true,
+                     /*load_optim_state=*/true);
         QVERIFY(torch::equal(loaded.weight, saved.weight));
         QVERIFY(torch::equal(loaded.moment, saved.moment));
         QCOMPARE(loaded.json, saved.json);
@@ -225,6 +226,7 @@ private Q_SLOTS:
         fs::create_directories(root + "/step9x");                 // not a checkpoint name
         const auto all = checkpoint::Checkpointer::find_checkpoints(root);
         std::vector<std::pair<int64_t, bool>> got;
+        got.reserve(all.size());
         for (const auto& c : all) got.emplace_back(c.step, c.complete);
         const std::vector<std::pair<int64_t, bool>> expected = {{5, true}, {6, false}, {7, false}};
         QCOMPARE(got, expected);

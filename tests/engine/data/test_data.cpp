@@ -212,7 +212,7 @@ private Q_SLOTS:
         auto write = [&](const char* name, int n) {
             std::vector<uint16_t> t(static_cast<std::size_t>(n));
             for (int i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = uint16_t(i % 200);
-            const std::string path = dir.filePath(name).toStdString();
+            std::string path = dir.filePath(name).toStdString();
             std::ofstream(path, std::ios::binary)
                 .write(reinterpret_cast<const char*>(t.data()), std::streamsize(t.size() * 2));
             return path;

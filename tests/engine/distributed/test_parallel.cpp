@@ -107,7 +107,7 @@ class TestParallel : public QObject {
 
     // The one-rank reference of a variant ("" or "z" for z-loss), trained once.
     QString reference(const QString& variant, const QStringList& extra) {
-        const QString run = "ref" + variant;
+        QString run = "ref" + variant;
         if (!QFile::exists(folder(run) + "/step20/.metadata.json")) {
             const auto r = run_engine(QStringList{"train"} + common(run, 20) + extra, dir_.path());
             if (r.exit_code != 0) qWarning("%s", qPrintable(r.output));

@@ -48,13 +48,13 @@ class TestPrepare : public QObject {
         return (dir_.path() + "/" + QString::fromStdString(name)).toStdString();
     }
     std::string write(const std::string& name, const std::string& bytes) {
-        const std::string p = path(name);
+        std::string p = path(name);
         std::filesystem::create_directories(std::filesystem::path(p).parent_path());
         std::ofstream(p, std::ios::binary) << bytes;
         return p;
     }
     std::string write_gz(const std::string& name, const std::string& bytes) {
-        const std::string p = path(name);
+        std::string p = path(name);
         gzFile f = gzopen(p.c_str(), "wb");
         gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
         gzclose(f);

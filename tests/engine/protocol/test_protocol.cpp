@@ -434,7 +434,7 @@ private Q_SLOTS:
         std::vector<Event> got;
         QElapsedTimer t;
         t.start();
-        while (got.size() < std::size_t(n + 2) && t.elapsed() < 10000) {
+        while (got.size() < std::size_t(n) + 2 && t.elapsed() < 10000) {
             if (peer->bytesAvailable() == 0) peer->waitForReadyRead(100);
             QByteArray data = peer->readAll();
             for (auto& item : buf.feed(std::string_view(data.constData(), data.size())))

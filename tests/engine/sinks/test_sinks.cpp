@@ -755,6 +755,7 @@ private Q_SLOTS:
         writer.set_error_handler([](const std::string&) {});
         constexpr int kThreads = 4, kEach = 2500;
         std::vector<std::thread> threads;
+        threads.reserve(kThreads);
         for (int t = 0; t < kThreads; ++t) {
             threads.emplace_back([&writer, t] {
                 for (int i = 0; i < kEach; ++i)

@@ -130,7 +130,7 @@ class TestTokenizer : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
     std::string write(const std::string& name, const std::string& text) {
-        const std::string p = (dir_.path() + "/" + QString::fromStdString(name)).toStdString();
+        std::string p = (dir_.path() + "/" + QString::fromStdString(name)).toStdString();
         std::ofstream(p) << text;
         return p;
     }
@@ -187,8 +187,8 @@ private Q_SLOTS:
             const auto t = load_tokenizer(write("runs.json", b.json));
             std::vector<std::string> texts;
             for (std::size_t n = 1; n <= 40; ++n) {
-                texts.push_back(std::string(n, 'a'));
-                texts.push_back(std::string(n, ' '));
+                texts.emplace_back(n, 'a');
+                texts.emplace_back(n, ' ');
                 texts.push_back(repeated("ab", n));
             }
             uint32_t x = seed;
@@ -201,8 +201,8 @@ private Q_SLOTS:
                 texts.push_back(text);
             }
             if (seed == 1) {
-                texts.push_back(std::string(20000, 'a'));
-                texts.push_back(std::string(20000, ' '));
+                texts.emplace_back(20000, 'a');
+                texts.emplace_back(20000, ' ');
                 texts.push_back(repeated("ab", 10000));
                 texts.push_back(repeated("aab", 7000));
             }

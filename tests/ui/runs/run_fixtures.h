@@ -80,7 +80,7 @@ inline QByteArray tensorFile(int n = 2, int floats = 16) {
 /// A complete checkpoint step{step}/ (or `name`) in `runDir`.
 inline QString makeCheckpoint(const QString& runDir, qint64 step, bool ephemeral = false,
                               const QString& name = {}, const QJsonObject& config = {}) {
-    const QString dir = runDir + "/" + (name.isEmpty() ? QStringLiteral("step%1").arg(step) : name);
+    QString dir = runDir + "/" + (name.isEmpty() ? QStringLiteral("step%1").arg(step) : name);
     writeJson(dir + "/train/rank0.json", QJsonObject{{"global_step", step},
                                                      {"global_train_tokens_seen", step * 2048},
                                                      {"epoch", 1},

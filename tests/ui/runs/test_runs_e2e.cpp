@@ -39,7 +39,7 @@ using lathe::testing::range;
 namespace {
 
 QString artifacts() {
-    const QString dir = qEnvironmentVariable("LATHE_ARTIFACTS", QDir::tempPath());
+    QString dir = qEnvironmentVariable("LATHE_ARTIFACTS", QDir::tempPath());
     QDir().mkpath(dir);
     return dir;
 }
