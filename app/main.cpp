@@ -26,7 +26,7 @@ int smokeTest(const QWidget& window) {
         std::fprintf(stderr, "lathe --smoke-test: the window did not show\n");
         return 1;
     }
-    const QString engine = lathe::ui::RunController::findEngine();
+    const QString engine = lathe::ui::findEngine();
     QProcess process;
     process.start(engine, {QStringLiteral("--version")});
     const bool ok = process.waitForFinished(60000) &&

@@ -7,6 +7,7 @@
 #include "ui/config/config_editor.h"
 #include "ui/config/layout_diagram.h"
 #include "ui/control/run_session.h"
+#include "ui/control/run_toolbar.h"
 #include "ui/data/data_dialog.h"
 #include "ui/data/mixture_editor.h"
 #include "ui/logs/log_model.h"
@@ -53,43 +54,6 @@
 #include <cmath>
 
 namespace lathe::ui {
-namespace {
-
-QString stateStyle(RunController::State s) {
-    QString color;
-    switch (s) {
-        case RunController::State::Idle:
-            color = QStringLiteral("#757575");
-            break;
-        case RunController::State::Starting:
-        case RunController::State::Checkpointing:
-        case RunController::State::Stopping:
-            color = QStringLiteral("#ef6c00");
-            break;
-        case RunController::State::Running:
-            color = QStringLiteral("#2e7d32");
-            break;
-        case RunController::State::Finished:
-            color = QStringLiteral("#1565c0");
-            break;
-        case RunController::State::Failed:
-            color = QStringLiteral("#c62828");
-            break;
-    }
-    return QStringLiteral(
-               "QLabel { color: white; background: %1; border-radius: 4px; "
-               "padding: 2px 8px; font-weight: bold; }")
-        .arg(color);
-}
-
-QString formatRate(double tokensPerS) {
-    if (!std::isfinite(tokensPerS) || tokensPerS <= 0) return QStringLiteral("–");
-    if (tokensPerS >= 1e6) return QString::number(tokensPerS / 1e6, 'f', 2) + QStringLiteral("M");
-    if (tokensPerS >= 1e3) return QString::number(tokensPerS / 1e3, 'f', 1) + QStringLiteral("k");
-    return QString::number(tokensPerS, 'f', 0);
-}
-
-}  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setObjectName(QStringLiteral("LatheMainWindow"));
@@ -118,13 +82,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
     buildRunsDocks();
     buildSamplesDock(logDock);
-    buildActions();
-    buildToolbar();
+    toolbar_ = new RunToolbar(run_, cudaDeviceCount(), this);
+    addToolBar(toolbar_);
+    connect(toolbar_, &RunToolbar::startRequested, this, &MainWindow::startRun);
     buildMenus();
 
     connect(run_, &RunController::logLine, logModel_, &LogModel::append);
     connect(run_, &RunController::stateChanged, this, &MainWindow::onStateChanged);
-    connect(run_, &RunController::statusReceived, this, &MainWindow::onStatus);
     connect(run_, &RunController::finished, this, &MainWindow::onFinished);
     connect(run_, &RunController::checkpointSaved, this,
             [this](const lathe::protocol::CheckpointSaved& c) {
@@ -140,8 +104,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                 .arg(QString::fromStdString(h.device), QString::fromStdString(h.run_dir)));
     });
     connect(run_, &RunController::stopTimedOut, this, [this] {
-        kill_->setEnabled(true);
-        killInToolbar_->setVisible(true);
         statusBar()->showMessage(tr("The engine did not stop in time: Kill ends every rank."));
         if (closeAfterRun_) run_->kill();
     });
@@ -150,9 +112,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     // A CPU run's expected peak is checked against this machine's free memory before Start.
     if (cudaDeviceCount() == 0) editor_->setHostMemory(&lathe::config::host_available_memory);
     // The parallel layout is checked against the Ranks box, and the mesh proposes its size there.
-    editor_->setWorldSize(ranks_->value());
-    proposedRanks_ = int(lathe::config::proposed_world_size(editor_->resolvedConfig()));
-    connect(ranks_, qOverload<int>(&QSpinBox::valueChanged), editor_, &ConfigEditor::setWorldSize);
+    editor_->setWorldSize(toolbar_->ranksBox()->value());
+    toolbar_->noteProposedRanks(int(lathe::config::proposed_world_size(editor_->resolvedConfig())));
+    connect(toolbar_->ranksBox(), qOverload<int>(&QSpinBox::valueChanged), editor_,
+            &ConfigEditor::setWorldSize);
     connect(editor_, &ConfigEditor::parallelLayoutChanged, this, [this] {
         proposeRanks();
         onStateChanged(run_->state());
@@ -310,19 +273,6 @@ void MainWindow::showProblem(const QString& title, const QString& text) {
     box->open();
 }
 
-void MainWindow::beginRunUi() {
-    progress_->setRange(0, 0);
-    setProgressText(tr("starting…"));
-    speed_->clear();
-    lastRate_.clear();
-    stopRequested_ = false;
-}
-
-void MainWindow::stopRun() {
-    stopRequested_ = true;
-    run_->requestStop(true);
-}
-
 bool MainWindow::openRun(const QString& runDir) {
     const RunInfo info = readRunInfo(runDir);
     QString error;
@@ -407,10 +357,9 @@ bool MainWindow::resumeFromCheckpoint(const QString& checkpoint, ResumePlan::Mod
         showProblem(tr("Cannot resume"), error);
         return false;
     }
-    beginRunUi();
+    toolbar_->beginRun();
     if (!session_->resume(*plan, *launch, &error)) {
-        progress_->setRange(0, 1);
-        setProgressText(tr("no run"));
+        toolbar_->startFailed();
         showProblem(tr("Cannot resume"), error);
         return false;
     }
@@ -471,84 +420,6 @@ CompareView* MainWindow::compareRuns(const QStringList& runDirs) {
     dialog->resize(1000, 720);
     dialog->show();
     return view;
-}
-
-void MainWindow::buildActions() {
-    start_ = new QAction(style()->standardIcon(QStyle::SP_MediaPlay), tr("&Start"), this);
-    start_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
-    start_->setToolTip(tr("Start training with this config (Ctrl+R)"));
-    connect(start_, &QAction::triggered, this, &MainWindow::startRun);
-
-    checkpoint_ =
-        new QAction(style()->standardIcon(QStyle::SP_DriveHDIcon), tr("&Checkpoint now"), this);
-    checkpoint_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
-    checkpoint_->setToolTip(tr("Save a checkpoint at the next step (Ctrl+K)"));
-    connect(checkpoint_, &QAction::triggered, run_, [this] { run_->requestCheckpoint(); });
-
-    stop_ = new QAction(style()->standardIcon(QStyle::SP_MediaStop), tr("S&top"), this);
-    stop_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
-    stop_->setToolTip(tr("Finish the step, save a final checkpoint and exit (Ctrl+.)"));
-    connect(stop_, &QAction::triggered, this, &MainWindow::stopRun);
-
-    kill_ = new QAction(style()->standardIcon(QStyle::SP_BrowserStop), tr("&Kill"), this);
-    kill_->setToolTip(tr("End every engine process now (no checkpoint)"));
-    connect(kill_, &QAction::triggered, run_, &RunController::kill);
-}
-
-void MainWindow::buildToolbar() {
-    auto* bar = addToolBar(tr("Run"));
-    bar->setObjectName(QStringLiteral("runToolbar"));
-    bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-    bar->addAction(start_);
-    bar->addWidget(new QLabel(tr(" Ranks: "), bar));
-    ranks_ = new QSpinBox(bar);
-    ranks_->setObjectName(QStringLiteral("ranks"));
-    ranks_->setRange(1, 1024);
-    ranks_->setToolTip(tr("Number of processes (launch.nproc): one per GPU, or CPU processes"));
-    bar->addWidget(ranks_);
-    if (int n = cudaDeviceCount(); n > 0) {
-        bar->addWidget(new QLabel(tr(" CUDA devices: "), bar));
-        devices_ = new QLineEdit(bar);
-        devices_->setPlaceholderText(tr("all %1").arg(n));
-        devices_->setToolTip(tr("CUDA_VISIBLE_DEVICES for the engine, e.g. 0,1"));
-        devices_->setMaximumWidth(100);
-        bar->addWidget(devices_);
-        ranks_->setValue(n);
-    }
-    bar->addSeparator();
-    bar->addAction(checkpoint_);
-    bar->addAction(stop_);
-    bar->addAction(kill_);
-    killInToolbar_ = kill_;
-    kill_->setVisible(false);
-    bar->addSeparator();
-    state_ = new QLabel(bar);
-    state_->setObjectName(QStringLiteral("runState"));
-    state_->setToolTip(tr("State of the run"));
-    bar->addWidget(state_);
-    progress_ = new QProgressBar(bar);
-    progress_->setObjectName(QStringLiteral("runProgress"));
-    progress_->setMinimumWidth(120);
-    progress_->setMaximumWidth(240);
-    progress_->setRange(0, 1);
-    progress_->setValue(0);
-    // The text goes beside the bar: drawn on it, part of it sits on the fill and part on the
-    // groove, and in many styles one of the two hides it.
-    progress_->setTextVisible(false);
-    progress_->setMaximumHeight(progress_->fontMetrics().height());
-    progressText_ = new QLabel(bar);
-    progressText_->setObjectName(QStringLiteral("runProgressText"));
-    progressText_->setMinimumWidth(progressText_->fontMetrics().horizontalAdvance(
-        QStringLiteral("  step 999999 / 999999 (100%)  ")));
-    bar->addWidget(new QLabel(QStringLiteral("  "), bar));
-    bar->addWidget(progress_);
-    bar->addWidget(progressText_);
-    setProgressText(tr("no run"));
-    speed_ = new QLabel(bar);
-    speed_->setObjectName(QStringLiteral("runSpeed"));
-    speed_->setMinimumWidth(speed_->fontMetrics().horizontalAdvance(
-        QStringLiteral("  99.9k tokens/s · ETA 99h 59m  ")));
-    bar->addWidget(speed_);
 }
 
 bool MainWindow::newRunFromHfModel(const QString& dir) {
@@ -638,10 +509,10 @@ void MainWindow::buildMenus() {
     edit->addAction(redo);
 
     auto* run = menuBar()->addMenu(tr("&Run"));
-    run->addAction(start_);
-    run->addAction(checkpoint_);
-    run->addAction(stop_);
-    run->addAction(kill_);
+    run->addAction(toolbar_->startAction());
+    run->addAction(toolbar_->checkpointAction());
+    run->addAction(toolbar_->stopAction());
+    run->addAction(toolbar_->killAction());
 
     edit->addSeparator();
     askBeforeSettingAside_ = edit->addAction(tr("Ask before setting checkpoints aside"));
@@ -664,8 +535,7 @@ void MainWindow::buildMenus() {
             tr("<b>Lathe %1</b> (git %2)<br>A desktop workbench for training language models.<br>"
                "Engine: %3<br>Free software under the GNU GPL, version 3 or later.")
                 .arg(QString::fromLatin1(lathe::config::version()),
-                     QString::fromLatin1(lathe::config::git_revision()),
-                     RunController::findEngine()));
+                     QString::fromLatin1(lathe::config::git_revision()), findEngine()));
     });
 }
 
@@ -675,26 +545,9 @@ int MainWindow::cudaDeviceCount() {
                                 .size());
 }
 
-QString MainWindow::formatDuration(double s) {
-    if (!std::isfinite(s) || s < 0) return QStringLiteral("–");
-    const qint64 t = std::llround(s);
-    if (t >= 3600)
-        return QStringLiteral("%1h %2m").arg(t / 3600).arg((t % 3600) / 60, 2, 10,
-                                                           QLatin1Char('0'));
-    if (t >= 60) return QStringLiteral("%1m %2s").arg(t / 60).arg(t % 60, 2, 10, QLatin1Char('0'));
-    return QStringLiteral("%1s").arg(t);
-}
-
 void MainWindow::proposeRanks() {
-    const int proposed = int(lathe::config::proposed_world_size(editor_->resolvedConfig()));
-    ranks_->setToolTip(
-        tr("Number of processes (launch.nproc): one per GPU, or CPU processes. The config's "
-           "parallel layout asks for %n rank(s) or a multiple.",
-           nullptr, proposed));
-    if (proposed == proposedRanks_) return;
-    proposedRanks_ = proposed;
-    if (!ranks_->isEnabled()) return;
-    if (!editor_->parallelLayout().ok() || ranks_->value() < proposed) ranks_->setValue(proposed);
+    toolbar_->proposeRanks(int(lathe::config::proposed_world_size(editor_->resolvedConfig())),
+                           editor_->parallelLayout().ok());
 }
 
 bool MainWindow::startRun() {
@@ -703,7 +556,7 @@ bool MainWindow::startRun() {
         QStringList lines;
         for (const auto& p : layout.problems) lines << QString::fromStdString(p);
         QMessageBox::warning(this, tr("The parallel layout cannot run"),
-                             tr("On %n rank(s):\n\n%1", nullptr, ranks_->value())
+                             tr("On %n rank(s):\n\n%1", nullptr, toolbar_->ranksBox()->value())
                                  .arg(lines.join(QLatin1Char('\n'))));
         return false;
     }
@@ -716,44 +569,25 @@ bool MainWindow::startRun() {
         return false;
     }
     RunOptions options;
-    options.ranks = ranks_->value();
+    toolbar_->fillOptions(options);
     options.runsDir = runsRoot_;
-    if (devices_) options.cudaDevices = devices_->text().trimmed();
-    beginRunUi();
+    toolbar_->beginRun();
     QString error;
     if (!session_->startNew(editor_->resolvedJson(), options, &error)) {
-        progress_->setRange(0, 1);
-        setProgressText(tr("no run"));
+        toolbar_->startFailed();
         QMessageBox::critical(this, tr("Cannot start"), error);
         return false;
     }
-    QSettings().setValue(QStringLiteral("run/ranks"), ranks_->value());
+    QSettings().setValue(QStringLiteral("run/ranks"), toolbar_->ranksBox()->value());
     return true;
 }
 
-void MainWindow::onStateChanged(RunController::State s) {
-    // A run ended by Stop says so (issue 34: it showed "finished" beside an ETA).
-    state_->setText(s == RunController::State::Finished && stopRequested_
-                        ? tr("stopped")
-                        : RunController::stateName(s));
-    state_->setStyleSheet(stateStyle(s));
+void MainWindow::onStateChanged(RunController::State) {
     const bool active = run_->isActive();
     const bool layoutOk = editor_->parallelLayout().ok();
-    start_->setEnabled(!active && editor_->isValid() && layoutOk);
-    start_->setToolTip(!editor_->isValid() ? tr("Fix the config's problems first")
-                       : !layoutOk         ? editor_->layoutDiagram()->text()
-                                           : tr("Start training with this config (Ctrl+R)"));
-    ranks_->setEnabled(!active);
-    if (devices_) devices_->setEnabled(!active);
-    checkpoint_->setEnabled(s == RunController::State::Running);
-    stop_->setEnabled(s == RunController::State::Starting || s == RunController::State::Running ||
-                      s == RunController::State::Checkpointing);
-    if (!active) {
-        kill_->setEnabled(false);
-        killInToolbar_->setVisible(false);
-    } else if (s != RunController::State::Stopping) {
-        kill_->setEnabled(false);
-    }
+    toolbar_->setStartable(editor_->isValid() && layoutOk,
+                           !editor_->isValid() ? tr("Fix the config's problems first")
+                                               : editor_->layoutDiagram()->text());
     editor_->setEnabled(!active);
     checkpointsPanel_->resumeBar()->setEnabled(!active);
     checkpointsPanel_->setRunActive(active);
@@ -763,44 +597,8 @@ void MainWindow::onStateChanged(RunController::State s) {
     }
 }
 
-QString MainWindow::progressText() const {
-    return progressText_->text().trimmed();
-}
-
-void MainWindow::setProgressText(const QString& text) {
-    progressText_->setText(QStringLiteral("  ") + text);
-    progress_->setToolTip(text);
-}
-
-void MainWindow::onStatus(const lathe::protocol::Status& st) {
-    if (st.total_steps && *st.total_steps > 0) {
-        const int total = static_cast<int>(std::min<int64_t>(*st.total_steps, INT32_MAX));
-        progress_->setRange(0, total);
-        progress_->setValue(static_cast<int>(std::min<int64_t>(st.step, total)));
-        const double pct =
-            100.0 * static_cast<double>(st.step) / static_cast<double>(*st.total_steps);
-        setProgressText(tr("step %1 / %2 (%3%)")
-                            .arg(st.step)
-                            .arg(*st.total_steps)
-                            .arg(static_cast<int>(std::min(100.0, pct))));
-    } else {
-        progress_->setRange(0, 0);
-        setProgressText(tr("step %1").arg(st.step));
-    }
-    lastRate_ = formatRate(st.tokens_per_s);
-    speed_->setText(
-        tr("  %1 tokens/s · ETA %2")
-            .arg(lastRate_, st.eta_s ? formatDuration(*st.eta_s) : QStringLiteral("–")));
-}
-
 void MainWindow::onFinished(int exitCode, const QString& summary, const QStringList& lastLines) {
     const bool ok = run_->state() == RunController::State::Finished;
-    // No ETA for a run that is over: the last speed stays, for the record.
-    speed_->setText(lastRate_.isEmpty() ? QString() : tr("  %1 tokens/s").arg(lastRate_));
-    if (progress_->maximum() == 0) progress_->setRange(0, 1);
-    if (ok && progress_->maximum() > 0) progress_->setValue(progress_->value());
-    setProgressText(ok ? tr("%1 · %2").arg(summary, progressText())
-                       : tr("failed: %1").arg(summary));
     statusBar()->showMessage(tr("Engine %1 (exit code %2)").arg(summary).arg(exitCode));
     if (closeAfterRun_) {
         close();
@@ -839,7 +637,7 @@ void MainWindow::quitGracefully(const QString& why) {
     statusBar()->showMessage(
         tr("%1: stopping the engine (final checkpoint), then quitting").arg(why));
     closeAfterRun_ = true;
-    if (run_->state() != RunController::State::Stopping) stopRun();
+    if (run_->state() != RunController::State::Stopping) toolbar_->stopRun();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -866,7 +664,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     box.exec();
     if (box.clickedButton() == stopButton) {
         closeAfterRun_ = true;
-        if (run_->state() != RunController::State::Stopping) stopRun();
+        if (run_->state() != RunController::State::Stopping) toolbar_->stopRun();
     } else if (box.clickedButton() == killButton) {
         closeAfterRun_ = true;
         run_->kill();
@@ -910,7 +708,7 @@ void MainWindow::restoreLayout() {
     const QString session = s.value(QStringLiteral("editor/session")).toString();
     if (!session.isEmpty())
         editor_->restoreSession(Json::parse(session.toStdString(), nullptr, false));
-    if (!devices_) ranks_->setValue(s.value(QStringLiteral("run/ranks"), 1).toInt());
+    toolbar_->restoreRanks(s.value(QStringLiteral("run/ranks"), 1).toInt());
 }
 
 }  // namespace lathe::ui

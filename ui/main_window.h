@@ -1,6 +1,5 @@
 // MainWindow: the workbench. The config editor (left dock), the live plots (centre), the log
-// (bottom dock) and the run-control toolbar (Start with the number of ranks, Checkpoint now, Stop,
-// Kill once a stop has timed out, the run state, a progress bar with step/total, tokens/s, ETA),
+// (bottom dock) and the run-control toolbar (ui/control/run_toolbar.h),
 // the runs under the runs root (right dock: open a past run's curves, config and logs, follow a
 // run started elsewhere, compare runs) and the selected run's checkpoints (Resume, Resume as new
 // run, Edit & resume, Verify, Delete). Closing during a run asks first and never leaves an engine
@@ -15,10 +14,6 @@
 #include <optional>
 
 class QAction;
-class QLabel;
-class QLineEdit;
-class QProgressBar;
-class QSpinBox;
 
 namespace lathe::ui {
 
@@ -33,6 +28,7 @@ class LogView;
 class MetricStore;
 class PlotPanel;
 class RunSession;
+class RunToolbar;
 class RunsModel;
 class RunsPanel;
 class SamplesModel;
@@ -47,25 +43,13 @@ public:
 
     ConfigEditor* editor() const { return editor_; }
     PlotPanel* plots() const { return plots_; }
-    MetricStore* store() const { return store_; }
     LogModel* logModel() const { return logModel_; }
     RunController* run() const { return run_; }
-    QAction* startAction() const { return start_; }
-    QAction* checkpointAction() const { return checkpoint_; }
-    QAction* stopAction() const { return stop_; }
-    QAction* killAction() const { return kill_; }
-    QSpinBox* ranksBox() const { return ranks_; }
-    QLabel* stateLabel() const { return state_; }
-    QProgressBar* progressBar() const { return progress_; }
-    /// The progress text beside the bar ("step 30 / 60 (50%)").
-    QString progressText() const;
-    QLabel* speedLabel() const { return speed_; }
+    /// Start, Checkpoint now, Stop, Kill, the ranks, the state, the progress and the speed.
+    RunToolbar* toolbar() const { return toolbar_; }
     RunSession* session() const { return session_; }
-    RunsModel* runsModel() const { return runsModel_; }
     RunsPanel* runsPanel() const { return runsPanel_; }
-    CheckpointsModel* checkpointsModel() const { return checkpointsModel_; }
     CheckpointsPanel* checkpointsPanel() const { return checkpointsPanel_; }
-    SamplesModel* samplesModel() const { return samplesModel_; }
     SamplesPanel* samplesPanel() const { return samplesPanel_; }
 
     /// Where runs live: $LATHE_RUNS_DIR, else the folder chosen in File > Runs folder, else the
@@ -75,8 +59,6 @@ public:
 
     /// Number of CUDA devices the NVIDIA driver reports (0 without one); no CUDA library needed.
     static int cudaDeviceCount();
-    /// "4m 05s", "1h 02m", "12s".
-    static QString formatDuration(double seconds);
 
 public Q_SLOTS:
     bool startRun();
@@ -112,15 +94,11 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
-    void buildActions();
-    void buildToolbar();
     void buildMenus();
     void onStateChanged(RunController::State state);
     /// When the config's mesh asks for another world size, proposes it in the Ranks box (if the
     /// box's value cannot run the mesh, or is smaller).
     void proposeRanks();
-    void onStatus(const lathe::protocol::Status& status);
-    void setProgressText(const QString& text);
     void onFinished(int exitCode, const QString& summary, const QStringList& lastLines);
     void updateTitle();
     /// Window geometry, docks, plot panels and the editor's session, in QSettings.
@@ -139,9 +117,6 @@ private:
     /// Asks before a resume sets checkpoints aside, naming them (unless none would be, or the user
     /// said not to ask again: Edit > Ask before setting checkpoints aside). False: cancelled.
     bool confirmSetAside(const ResumePlan& plan);
-    void beginRunUi();
-    /// Stop with a final checkpoint, remembering that the user asked.
-    void stopRun();
 
     ConfigEditor* editor_ = nullptr;
     DataDialog* dataDialog_ = nullptr;
@@ -160,23 +135,9 @@ private:
     SamplesPanel* samplesPanel_ = nullptr;
     QString runsRoot_;
 
-    QAction* start_ = nullptr;
-    QAction* checkpoint_ = nullptr;
-    QAction* stop_ = nullptr;
-    QAction* kill_ = nullptr;
-    QAction* killInToolbar_ = nullptr;
+    RunToolbar* toolbar_ = nullptr;
     QAction* askBeforeSettingAside_ = nullptr;
-    QSpinBox* ranks_ = nullptr;
-    int proposedRanks_ = 0;  ///< the mesh's world size, as last proposed
-    QLineEdit* devices_ = nullptr;
-    QLabel* state_ = nullptr;
-    QProgressBar* progress_ = nullptr;
-    QLabel* progressText_ = nullptr;
-    QLabel* speed_ = nullptr;
     bool closeAfterRun_ = false;
-    /// Stop (or a quit that stops) was asked for this run: it ends "stopped", not "finished".
-    bool stopRequested_ = false;
-    QString lastRate_;  ///< the last tokens/s shown, kept (without an ETA) once the run ends
     bool quitApplication_ = false;  // quitGracefully(): quit the application once closed
 };
 

@@ -11,6 +11,7 @@
 // lathe-engine beside this program; its run folder goes to a temporary $LATHE_RUNS_DIR.
 #include "ui/config/config_editor.h"
 #include "ui/control/run_controller.h"
+#include "ui/control/run_toolbar.h"
 #include "ui/main_window.h"
 #include "ui/plots/metric_store.h"
 #include "ui/plots/plot_panel.h"
@@ -117,8 +118,9 @@ int main(int argc, char** argv) {
                 QElapsedTimer t;
                 t.start();
                 for (int i = 1; i <= preload; ++i) {
-                    w.store()->append(QStringLiteral("eval/bench/CE loss"), i, int64_t(i) * 2048,
-                                      i * 0.05, 2 + 4 / std::sqrt(double(i)));
+                    w.plots()->store()->append(QStringLiteral("eval/bench/CE loss"), i,
+                                               int64_t(i) * 2048, i * 0.05,
+                                               2 + 4 / std::sqrt(double(i)));
                 }
                 preloadMs = t.nsecsElapsed() / 1e6;
             }
@@ -140,7 +142,7 @@ int main(int argc, char** argv) {
                      });
     clock.start();
     tick.start();
-    QTimer::singleShot(0, [&] { w.startAction()->trigger(); });
+    QTimer::singleShot(0, [&] { w.toolbar()->startAction()->trigger(); });
     app.exec();
     if (exitCode != 0) {
         std::fprintf(stderr, "lathe-latency-bench: the engine exited %d\n", exitCode);

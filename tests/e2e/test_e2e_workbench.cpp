@@ -4,6 +4,7 @@
 // New run from a Hugging Face model: a Llama-style folder (made by the engine's own export) fills
 // the editor (family, sizes, load_path) and trains from its weights; a model Lathe cannot load is
 // refused with the field named, and the editor keeps its config.
+#include "ui/control/run_toolbar.h"
 #include "ui/main_window.h"
 
 #include "ui/config/config_editor.h"
@@ -57,8 +58,9 @@ private Q_SLOTS:
         w.editor()->editField(QStringLiteral("trainer.metrics_collect_interval"), 1);
         w.editor()->editField(QStringLiteral("run_name"), "e2e");
         QVERIFY(w.editor()->isValid());
-        w.startAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("running"), 60000);
+        w.toolbar()->startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("running"),
+                                  60000);
 
         const QString runDir = runs.path() + "/e2e";
         // The engine left a core to the window (LATHE_RESERVE_CORES=1 from the RunController).
@@ -89,7 +91,7 @@ private Q_SLOTS:
         double writeSeconds = -1;
         connect(w.run(), &lathe::ui::RunController::checkpointSaved, this,
                 [&](const lathe::protocol::CheckpointSaved& c) { writeSeconds = c.duration_s; });
-        w.checkpointAction()->trigger();
+        w.toolbar()->checkpointAction()->trigger();
         QTRY_VERIFY_WITH_TIMEOUT(steps().size() > before.size(), 30000);
         QString made;
         for (const auto& s : steps()) {
@@ -101,7 +103,7 @@ private Q_SLOTS:
         QVERIFY(writeSeconds < 60);
 
         // The loss in the plot falls.
-        const auto* loss = w.store()->series(QStringLiteral("train/CE loss"));
+        const auto* loss = w.plots()->store()->series(QStringLiteral("train/CE loss"));
         QVERIFY(loss && loss->size() >= 20);
         QVERIFY(loss->value.back() < loss->value.front());
 
@@ -110,8 +112,9 @@ private Q_SLOTS:
         QDir().mkpath(shots);
         QVERIFY(w.grab().save(shots + "/e2e-workbench.png"));
 
-        w.stopAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("stopped"), 60000);
+        w.toolbar()->stopAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("stopped"),
+                                  60000);
         QCOMPARE(w.run()->exitCode(), 0);
         // A final checkpoint exists, newer than the one requested above.
         QStringList complete;
@@ -183,15 +186,16 @@ private Q_SLOTS:
                               lathe::config::Json{{"value", 4}, {"unit", "steps"}});
         w.editor()->editField(QStringLiteral("trainer.metrics_collect_interval"), 1);
         QVERIFY(w.editor()->isValid());
-        w.startAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 120000);
+        w.toolbar()->startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("finished"),
+                                  120000);
         QCOMPARE(w.run()->exitCode(), 0);
         bool loaded = false;
         for (int i = 0; i < w.logModel()->rowCount(); ++i)
             loaded = loaded || w.logModel()->entry(i).message.contains(
                                    QStringLiteral("loaded the weights of Hugging Face model"));
         QVERIFY(loaded);
-        const auto* loss = w.store()->series(QStringLiteral("train/CE loss"));
+        const auto* loss = w.plots()->store()->series(QStringLiteral("train/CE loss"));
         QVERIFY(loss && loss->size() == 4);
 
         // A model Lathe cannot load: refused with the field named; the editor keeps its config.

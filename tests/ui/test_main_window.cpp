@@ -2,12 +2,14 @@
 // Stop, state label and progress, the sampler's text in the Samples dock, a screenshot (to $LATHE_SCREENSHOT when set), and SIGTERM
 // quitting as the Quit action does.
 #include "ui/config/layout_diagram.h"
+#include "ui/control/run_toolbar.h"
 #include "ui/main_window.h"
 
 #include "ui/config/config_editor.h"
 #include "ui/logs/log_model.h"
 #include "ui/plots/metric_store.h"
 #include "ui/plots/plot_panel.h"
+#include "ui/runs/run_format.h"
 #include "ui/samples/samples_model.h"
 #include "ui/samples/samples_panel.h"
 #include "ui/util/unix_signals.h"
@@ -22,6 +24,7 @@
 #include <csignal>
 #include <memory>
 
+using lathe::ui::formatSeconds;
 using lathe::ui::MainWindow;
 using State = lathe::ui::RunController::State;
 
@@ -44,10 +47,10 @@ private Q_SLOTS:
     }
 
     void formatting() {
-        QCOMPARE(MainWindow::formatDuration(5), QStringLiteral("5s"));
-        QCOMPARE(MainWindow::formatDuration(245), QStringLiteral("4m 05s"));
-        QCOMPARE(MainWindow::formatDuration(3720), QStringLiteral("1h 02m"));
-        QCOMPARE(MainWindow::formatDuration(-1), QStringLiteral("–"));
+        QCOMPARE(formatSeconds(5), QStringLiteral("5s"));
+        QCOMPARE(formatSeconds(245), QStringLiteral("4m 05s"));
+        QCOMPARE(formatSeconds(3720), QStringLiteral("1h 02m"));
+        QCOMPARE(formatSeconds(-1), QStringLiteral("–"));
     }
 
     void runFromTheWindow() {
@@ -59,45 +62,48 @@ private Q_SLOTS:
         w.resize(1600, 1000);
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
-        QCOMPARE(w.stateLabel()->text(), QStringLiteral("idle"));
-        QVERIFY(w.startAction()->isEnabled());
-        QVERIFY(!w.stopAction()->isEnabled());
-        QVERIFY(!w.checkpointAction()->isEnabled());
+        QCOMPARE(w.toolbar()->stateLabel()->text(), QStringLiteral("idle"));
+        QVERIFY(w.toolbar()->startAction()->isEnabled());
+        QVERIFY(!w.toolbar()->stopAction()->isEnabled());
+        QVERIFY(!w.toolbar()->checkpointAction()->isEnabled());
 
         // An invalid config cannot be started.
         w.editor()->editField(QStringLiteral("model.d_model"), 0);
-        QVERIFY(!w.startAction()->isEnabled());
+        QVERIFY(!w.toolbar()->startAction()->isEnabled());
         w.editor()->undoStack()->undo();
-        QVERIFY(w.startAction()->isEnabled());
+        QVERIFY(w.toolbar()->startAction()->isEnabled());
 
-        w.startAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("running"), 20000);
+        w.toolbar()->startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("running"),
+                                  20000);
         QVERIFY(!w.editor()->isEnabled());  // no edits under a running engine
-        QVERIFY(!w.ranksBox()->isEnabled());
-        QVERIFY(w.checkpointAction()->isEnabled());
-        w.checkpointAction()->trigger();
-        QTRY_VERIFY_WITH_TIMEOUT(w.progressBar()->value() >= 30, 20000);
-        QVERIFY2(w.progressText().contains(QStringLiteral("/ 60")), qPrintable(w.progressText()));
-        QVERIFY(!w.progressBar()->isTextVisible());
-        QVERIFY(w.speedLabel()->text().contains(QStringLiteral("tokens/s")));
-        QVERIFY(w.store()->series(QStringLiteral("train/CE loss")));
+        QVERIFY(!w.toolbar()->ranksBox()->isEnabled());
+        QVERIFY(w.toolbar()->checkpointAction()->isEnabled());
+        w.toolbar()->checkpointAction()->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(w.toolbar()->progressBar()->value() >= 30, 20000);
+        QVERIFY2(w.toolbar()->progressText().contains(QStringLiteral("/ 60")),
+                 qPrintable(w.toolbar()->progressText()));
+        QVERIFY(!w.toolbar()->progressBar()->isTextVisible());
+        QVERIFY(w.toolbar()->speedLabel()->text().contains(QStringLiteral("tokens/s")));
+        QVERIFY(w.plots()->store()->series(QStringLiteral("train/CE loss")));
         QTRY_VERIFY(w.plots()->plotFor(QStringLiteral("train/CE loss"))->graph(0)->dataCount() >
                     20);
         // The sampler's text reaches the Samples dock, newest step shown.
-        QTRY_VERIFY_WITH_TIMEOUT(w.samplesModel()->steps().size() >= 2, 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(w.samplesPanel()->model()->steps().size() >= 2, 20000);
         QTRY_VERIFY(w.samplesPanel()->shownText().contains(QStringLiteral("text at step")));
-        QCOMPARE(w.samplesPanel()->shownStep(), w.samplesModel()->steps().back().step);
+        QCOMPARE(w.samplesPanel()->shownStep(), w.samplesPanel()->model()->steps().back().step);
         if (qEnvironmentVariableIsSet("LATHE_SCREENSHOT")) {
             QTest::qWait(200);
             QVERIFY(w.grab().save(qEnvironmentVariable("LATHE_SCREENSHOT")));
         }
-        w.stopAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("stopped"), 20000);
+        w.toolbar()->stopAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("stopped"),
+                                  20000);
         // Stopped, not "finished", and no ETA for a run that is over (issue 34).
-        QVERIFY2(!w.speedLabel()->text().contains(QStringLiteral("ETA")),
-                 qPrintable(w.speedLabel()->text()));
-        QVERIFY(w.speedLabel()->text().contains(QStringLiteral("tokens/s")));
-        QVERIFY(w.startAction()->isEnabled());
+        QVERIFY2(!w.toolbar()->speedLabel()->text().contains(QStringLiteral("ETA")),
+                 qPrintable(w.toolbar()->speedLabel()->text()));
+        QVERIFY(w.toolbar()->speedLabel()->text().contains(QStringLiteral("tokens/s")));
+        QVERIFY(w.toolbar()->startAction()->isEnabled());
         QVERIFY(w.editor()->isEnabled());
         bool sawCheckpoint = false;
         w.logModel()->flush();
@@ -145,17 +151,19 @@ private Q_SLOTS:
         QVERIFY2(minimum().width() <= 1366 && minimum().height() <= 768,
                  qPrintable(
                      QStringLiteral("idle: %1x%2").arg(minimum().width()).arg(minimum().height())));
-        w.startAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("running"), 20000);
-        QTRY_VERIFY_WITH_TIMEOUT(w.progressBar()->value() >= 20, 20000);
+        w.toolbar()->startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("running"),
+                                  20000);
+        QTRY_VERIFY_WITH_TIMEOUT(w.toolbar()->progressBar()->value() >= 20, 20000);
         QVERIFY2(
             minimum().width() <= 1366 && minimum().height() <= 768,
             qPrintable(
                 QStringLiteral("running: %1x%2").arg(minimum().width()).arg(minimum().height())));
         QVERIFY2(w.width() <= 1366 && w.height() <= 768,
                  qPrintable(QStringLiteral("grew to %1x%2").arg(w.width()).arg(w.height())));
-        w.stopAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("stopped"), 20000);
+        w.toolbar()->stopAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("stopped"),
+                                  20000);
     }
 
     // SIGTERM while a run is going: the engine is stopped with a final checkpoint, the window
@@ -173,8 +181,9 @@ private Q_SLOTS:
             why = s == SIGTERM ? QStringLiteral("SIGTERM") : QStringLiteral("other");
             w->quitGracefully(why);
         });
-        w->startAction()->trigger();
-        QTRY_COMPARE_WITH_TIMEOUT(w->stateLabel()->text(), QStringLiteral("running"), 20000);
+        w->toolbar()->startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w->toolbar()->stateLabel()->text(), QStringLiteral("running"),
+                                  20000);
         const QString controlDir = QFileInfo(w->run()->socketPath()).absolutePath();
         QVERIFY(controlDir.contains(QStringLiteral("lathe-")));
         QVERIFY(QFileInfo::exists(controlDir));
@@ -182,7 +191,8 @@ private Q_SLOTS:
         QTRY_COMPARE(why, QStringLiteral("SIGTERM"));
         QTRY_VERIFY_WITH_TIMEOUT(!w->run()->isActive(), 20000);
         QTRY_VERIFY(!w->isVisible());
-        QCOMPARE(w->stateLabel()->text(), QStringLiteral("stopped"));  // stopped, not killed
+        QCOMPARE(w->toolbar()->stateLabel()->text(),
+                 QStringLiteral("stopped"));  // stopped, not killed
         w.reset();
         QVERIFY2(!QFileInfo::exists(controlDir), qPrintable(controlDir));
     }
@@ -191,20 +201,20 @@ private Q_SLOTS:
     // cannot run on the box's ranks keeps Start disabled, saying why.
     void meshProposesRanks() {
         MainWindow w;
-        w.ranksBox()->setValue(1);
-        QVERIFY(w.startAction()->isEnabled());
+        w.toolbar()->ranksBox()->setValue(1);
+        QVERIFY(w.toolbar()->startAction()->isEnabled());
         w.editor()->editField(QStringLiteral("train_module.tp_config.degree"), 2);
-        QCOMPARE(w.ranksBox()->value(), 2);
+        QCOMPARE(w.toolbar()->ranksBox()->value(), 2);
         w.editor()->editField(QStringLiteral("train_module.dp_config.name"), "fsdp");
-        QCOMPARE(w.ranksBox()->value(), 4);
-        QVERIFY(w.startAction()->isEnabled());
-        w.ranksBox()->setValue(3);
-        QVERIFY(!w.startAction()->isEnabled());
-        QVERIFY2(
-            w.startAction()->toolTip().contains(QStringLiteral("does not divide the world size")),
-            qPrintable(w.startAction()->toolTip()));
-        w.ranksBox()->setValue(6);
-        QVERIFY(w.startAction()->isEnabled());
+        QCOMPARE(w.toolbar()->ranksBox()->value(), 4);
+        QVERIFY(w.toolbar()->startAction()->isEnabled());
+        w.toolbar()->ranksBox()->setValue(3);
+        QVERIFY(!w.toolbar()->startAction()->isEnabled());
+        QVERIFY2(w.toolbar()->startAction()->toolTip().contains(
+                     QStringLiteral("does not divide the world size")),
+                 qPrintable(w.toolbar()->startAction()->toolTip()));
+        w.toolbar()->ranksBox()->setValue(6);
+        QVERIFY(w.toolbar()->startAction()->isEnabled());
         QCOMPARE(w.editor()->layoutDiagram()->text(),
                  QStringLiteral("6 ranks: fsdp over 3 x tp 2"));
     }

@@ -1,7 +1,7 @@
 #include "ui/checkpoints/checkpoints_model.h"
 
-#include "ui/control/run_controller.h"
 #include "ui/runs/run_format.h"
+#include "ui/util/engine_launch.h"
 
 #include <QBrush>
 #include <QDeadlineTimer>
@@ -178,7 +178,7 @@ void CheckpointsModel::refresh() {
 void CheckpointsModel::refreshRemote() {
     if (listing_) return;  // one listing at a time; its answer arrives in remoteListed()
     listing_ = new QProcess(this);
-    listing_->setProgram(RunController::findEngine());
+    listing_->setProgram(findEngine());
     listing_->setArguments({QStringLiteral("inspect"), remoteFolder_});
     const QString folder = remoteFolder_;
     QProcess* p = listing_;
@@ -228,7 +228,7 @@ void CheckpointsModel::applyRemoteRows(const QVector<CheckpointInfo>& rows) {
 
 void CheckpointsModel::verifyRemote(const QString& path) {
     auto* p = new QProcess(this);
-    p->setProgram(RunController::findEngine());
+    p->setProgram(findEngine());
     p->setArguments({QStringLiteral("inspect"), QStringLiteral("--verify"), path});
     remoteVerifying_.insert(path, p);
     auto finish = [this, p, path] {

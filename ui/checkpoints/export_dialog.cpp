@@ -1,7 +1,7 @@
 #include "ui/checkpoints/export_dialog.h"
 
 #include "engine/config/memory_estimate.h"
-#include "ui/control/run_controller.h"
+#include "ui/util/engine_launch.h"
 
 #include <nlohmann/json.hpp>
 
@@ -153,7 +153,7 @@ bool ExportDialog::startExport() {
         Q_EMIT finished(false, message);
     });
     status_->setText(tr("Exporting…"));
-    p->start(RunController::findEngine(), arguments());
+    p->start(findEngine(), arguments());
     updateButtons();
     return true;
 }

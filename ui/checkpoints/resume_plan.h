@@ -18,7 +18,7 @@
 #include "engine/config/diff.h"
 #include "engine/config/io.h"
 #include "ui/checkpoints/checkpoint_info.h"
-#include "ui/control/run_controller.h"
+#include "ui/util/engine_launch.h"
 
 #include <QString>
 #include <QVector>
@@ -42,7 +42,7 @@ public:
     enum class Mode { SameRun, NewRun };
 
     struct Launch {
-        Json config;         ///< what RunController::start() writes for the engine
+        Json config;         ///< what the engine gets (RunController::start() writes it)
         RunOptions options;  ///< ranks, --runs-dir, --resume-from
         QString runDir;      ///< where the resumed run writes
         Mode mode = Mode::SameRun;

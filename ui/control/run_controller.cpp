@@ -107,12 +107,6 @@ QString RunController::stateName(State state) {
     return {};
 }
 
-QString RunController::findEngine() {
-    QString env = qEnvironmentVariable("LATHE_ENGINE");
-    if (!env.isEmpty()) return env;
-    return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("lathe-engine"));
-}
-
 QStringList RunController::removeStaleFolders(const QString& tempDir) {
     static const QRegularExpression name(QStringLiteral("^lathe-[A-Za-z0-9]{6}$"));
     QStringList removed;

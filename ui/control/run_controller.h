@@ -13,6 +13,7 @@
 #include "engine/protocol/messages.h"
 #include "ui/control/protocol_types.h"
 #include "ui/logs/log_model.h"
+#include "ui/util/engine_launch.h"
 
 #include <QDir>
 #include <QObject>
@@ -30,14 +31,6 @@ class QTimer;
 
 namespace lathe::ui {
 
-struct RunOptions {
-    int ranks = 1;          ///< launch.nproc
-    QString cudaDevices;    ///< CUDA_VISIBLE_DEVICES for the engine; empty inherits ours
-    QStringList overrides;  ///< extra "a.b.c=value" arguments
-    QString runsDir;        ///< --runs-dir: the runs root; empty lets the engine choose
-    QString resumeFrom;     ///< --resume-from: continue the same run from this checkpoint
-};
-
 class RunController : public QObject {
     Q_OBJECT
 
@@ -49,8 +42,6 @@ public:
     ~RunController() override;
 
     static QString stateName(State state);
-    /// $LATHE_ENGINE, else `lathe-engine` beside the running executable.
-    static QString findEngine();
     /// Removes the control folders (`lathe-XXXXXX` in `tempDir`, this user's) that a workbench
     /// killed without cleaning up left behind: their owner.pid names a process that is gone, or,
     /// from before owner.pid, nothing listens on their socket. Returns the folders removed. The

@@ -1,6 +1,6 @@
 #include "ui/data/mixture_editor.h"
 
-#include "ui/control/run_controller.h"
+#include "ui/util/engine_launch.h"
 
 #include <QDir>
 #include <QFileDialog>
@@ -186,7 +186,7 @@ bool MixtureEditor::estimate() {
         refresh();
         Q_EMIT estimated(false, engineError_);
     });
-    process_->start(RunController::findEngine(),
+    process_->start(findEngine(),
                     {QStringLiteral("dataset"), file->fileName(), QStringLiteral("--plan")});
     refresh();
     return true;

@@ -1,6 +1,6 @@
 #include "ui/data/prepare_job.h"
 
-#include "ui/control/run_controller.h"
+#include "ui/util/engine_launch.h"
 
 #include <QDir>
 #include <QFileInfo>
@@ -67,7 +67,7 @@ QVector<std::pair<QString, Json>> PrepareResult::configChanges() const {
             {QStringLiteral("model.vocab_size"), paddedVocabSize}};
 }
 
-PrepareJob::PrepareJob(QObject* parent) : QObject(parent), engine_(RunController::findEngine()) {}
+PrepareJob::PrepareJob(QObject* parent) : QObject(parent), engine_(findEngine()) {}
 
 PrepareJob::~PrepareJob() {
     if (process_ && process_->state() != QProcess::NotRunning) {

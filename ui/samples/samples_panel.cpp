@@ -1,6 +1,6 @@
 #include "ui/samples/samples_panel.h"
 
-#include "ui/control/run_controller.h"
+#include "ui/util/engine_launch.h"
 
 #include <nlohmann/json.hpp>
 
@@ -25,7 +25,7 @@
 namespace lathe::ui {
 
 SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
-    : QWidget(parent), model_(model), engine_(RunController::findEngine()) {
+    : QWidget(parent), model_(model), engine_(findEngine()) {
     setObjectName(QStringLiteral("samplesPanel"));
     auto* layout = new QVBoxLayout(this);
     auto* top = new QHBoxLayout;

@@ -37,6 +37,7 @@ public:
     /// checkpoint) or ids. Empty disables Try it.
     void setModelSource(const QString& path, bool bytes);
     QString modelSource() const { return source_; }
+    SamplesModel* model() const { return model_; }
     void setEnginePath(const QString& path) { engine_ = path; }
 
     /// The step shown (-1 when there are no samples).

@@ -13,6 +13,16 @@ import os
 import re
 import sys
 
+# Inside the one lathe_ui target, folders that must not include one another's headers: a resume
+# plan, the checkpoints panel and the data and samples pages know how to launch the engine
+# (ui/util/engine_launch.h) but not the run controller or the toolbar that drive it.
+UI_FORBIDDEN = {
+    "ui/checkpoints": ("ui/control",),
+    "ui/data": ("ui/control",),
+    "ui/samples": ("ui/control",),
+    "ui/util": ("ui/control", "ui/checkpoints"),
+}
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:engine|ui|app)/[^"]+)"')
 SOURCES = (".h", ".hpp", ".cpp", ".cu", ".cuh")
 
@@ -40,6 +50,10 @@ def owner(path, targets):
 
 
 def check_include(rel, lineno, header, targets):
+    for folder, banned in UI_FORBIDDEN.items():
+        if rel.startswith(folder + "/") and header.startswith(tuple(b + "/" for b in banned)):
+            return (f"{rel}:{lineno}: includes {header}, but {folder}/ may not include "
+                    f"{', '.join(b + '/' for b in banned)} (tests/engine/layering/check_layering.py)")
     mine = owner(rel, targets)
     theirs = owner(header, targets)
     if theirs is None:

@@ -44,8 +44,8 @@ private Q_SLOTS:
         qputenv("LATHE_FAKE_MODE", "normal");
         qputenv("LATHE_FAKE_STEPS", "20");
         qputenv("LATHE_FAKE_STEP_MS", "10");
-        QVERIFY2(QFileInfo(RunController::findEngine()).isExecutable(),
-                 qPrintable(RunController::findEngine()));
+        QVERIFY2(QFileInfo(lathe::ui::findEngine()).isExecutable(),
+                 qPrintable(lathe::ui::findEngine()));
     }
 
     void normalRun() {

@@ -3,6 +3,7 @@
 // Cancel keeping the finished shards, and the main window training on the result.
 #include "tests/engine_runner.h"
 #include "ui/config/config_editor.h"
+#include "ui/control/run_toolbar.h"
 #include "ui/data/chat_preview.h"
 #include "ui/data/data_dialog.h"
 #include "ui/data/mixture_editor.h"
@@ -232,7 +233,8 @@ private Q_SLOTS:
                               lathe::config::Json{{"value", 4}, {"unit", "steps"}});
         w.editor()->editField(QStringLiteral("launch.num_threads"), 1);
         QVERIFY(w.startRun());
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 180000);
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("finished"),
+                                  180000);
         const QString ckpt = root_.path() + "/runs/from-data/step4";
         QVERIFY2(QFileInfo(ckpt + "/tokenizer.model").isFile(), qPrintable(ckpt));
     }

@@ -3,6 +3,7 @@
 // run and the curve continues from step 16 (the first attempt's 16..30 drawn apart as abandoned).
 // Then compare two runs. Screenshots go to $LATHE_ARTIFACTS.
 #include "ui/checkpoints/export_dialog.h"
+#include "ui/control/run_toolbar.h"
 #include "ui/main_window.h"
 
 #include "tests/engine_runner.h"
@@ -86,15 +87,15 @@ private Q_SLOTS:
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
         QCOMPARE(w.runsRoot(), root.path());
-        QTRY_COMPARE(w.runsModel()->rowCount(), 2);
+        QTRY_COMPARE(w.runsPanel()->model()->rowCount(), 2);
 
         // Select the run: its checkpoints appear; Open shows its curve.
         QVERIFY(w.runsPanel()->selectRun(runDir));
-        QTRY_COMPARE(w.checkpointsModel()->runDir(), runDir);
-        QTRY_VERIFY(w.checkpointsModel()->rowOf("step15") >= 0);
+        QTRY_COMPARE(w.checkpointsPanel()->model()->runDir(), runDir);
+        QTRY_VERIFY(w.checkpointsPanel()->model()->rowOf("step15") >= 0);
         QTest::mouseClick(w.runsPanel()->openButton(), Qt::LeftButton);
         QTRY_COMPARE(w.session()->shownRun(), runDir);
-        QCOMPARE(w.store()->series(kLoss)->step, range(1, 30));
+        QCOMPARE(w.plots()->store()->series(kLoss)->step, range(1, 30));
 
         // Select step15 and press Resume: the window asks first, naming the checkpoint it will
         // set aside; Cancel changes nothing.
@@ -133,19 +134,21 @@ private Q_SLOTS:
         QVERIFY(w.checkpointsPanel()->selectCheckpoint("step15"));
         QVERIFY(!resume->isEnabled());
         QVERIFY(resume->toolTip().contains("in progress"));
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 120000);
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("finished"),
+                                  120000);
         ask->setChecked(true);
         QCOMPARE(w.run()->exitCode(), 0);
 
         // The curve continued from 16: 1..30 once, the first attempt's 16..30 apart.
-        const auto* loss = w.store()->series(kLoss);
+        const auto* loss = w.plots()->store()->series(kLoss);
         QCOMPARE(loss->step, range(1, 30));
-        QCOMPARE(w.store()->series(MetricStore::abandonedName(kLoss, 1))->step, range(16, 30));
+        QCOMPARE(w.plots()->store()->series(MetricStore::abandonedName(kLoss, 1))->step,
+                 range(16, 30));
         MetricPlot* plot = w.plots()->plotFor(kLoss);
         QTRY_COMPARE(plot->graph(0)->dataCount(), 30);
         QCOMPARE(plot->seriesNames().size(), 2);
         QVERIFY(QFileInfo::exists(runDir + "/step30.abandoned"));
-        QTRY_VERIFY(w.checkpointsModel()->rowOf("step30.abandoned") >= 0);
+        QTRY_VERIFY(w.checkpointsPanel()->model()->rowOf("step30.abandoned") >= 0);
         QTest::qWait(300);
         QVERIFY(w.grab().save(artifacts() + "/runs-resume.png"));
 
@@ -169,14 +172,15 @@ private Q_SLOTS:
         bar->setMode(ResumePlan::Mode::NewRun);
         QCOMPARE(bar->newRunName(), QStringLiteral("e2e-from-step15"));
         QTest::mouseClick(bar->resumeButton(), Qt::LeftButton);
-        QTRY_COMPARE_WITH_TIMEOUT(w.stateLabel()->text(), QStringLiteral("finished"), 120000);
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("finished"),
+                                  120000);
         QCOMPARE(w.run()->exitCode(), 0);
         QVERIFY(!bar->isVisible());
         const QString child = root.path() + "/e2e-from-step15";
-        QTRY_VERIFY(w.runsModel()->rowOf(child) >= 0);
+        QTRY_VERIFY(w.runsPanel()->model()->rowOf(child) >= 0);
         // The parent's 1..15, then its own 16..30; nothing abandoned in a new run.
-        QCOMPARE(w.store()->series(kLoss)->step, range(1, 30));
-        QCOMPARE(w.store()->abandonedBranches(), 0);
+        QCOMPARE(w.plots()->store()->series(kLoss)->step, range(1, 30));
+        QCOMPARE(w.plots()->store()->abandonedBranches(), 0);
         QTRY_COMPARE(w.runsPanel()->currentRun(), QFileInfo(child).absoluteFilePath());
         QVERIFY(QFileInfo::exists(child + "/parent.json"));
         lathe::config::Json childConfig;
