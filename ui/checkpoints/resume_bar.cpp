@@ -132,11 +132,13 @@ void ResumeBar::updateState() {
         resume_->setEnabled(false);
         return;
     }
-    for (const ResumeChange& c : plan_->changes(edited_)) {
-        if (c.kind == ResumeChange::Kind::Ignored) continue;
-        auto* item =
-            new QListWidgetItem(QStringLiteral("%1: %2 → %3").arg(c.path, c.before, c.after));
-        if (c.kind == ResumeChange::Kind::Unsafe) {
+    for (const config::ConfigDifference& c : plan_->changes(edited_)) {
+        if (c.kind == config::ResumeChangeKind::Ignored) continue;
+        auto* item = new QListWidgetItem(QStringLiteral("%1: %2 → %3")
+                                             .arg(QString::fromStdString(c.path),
+                                                  QString::fromStdString(c.before),
+                                                  QString::fromStdString(c.after)));
+        if (c.kind == config::ResumeChangeKind::Unsafe) {
             item->setForeground(QColor(0xc6, 0x28, 0x28));
             item->setToolTip(tr("The model and sequence length cannot change on resume."));
         } else {

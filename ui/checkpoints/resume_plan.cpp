@@ -82,11 +82,8 @@ QString ResumePlan::suggestNewRunName(const QString& runsRoot, const QString& ru
     return name;
 }
 
-QVector<ResumeChange> ResumePlan::changes(const Json& edited) const {
-    QVector<ResumeChange> out;
-    for (const ConfigDifference& d : diffConfigs(base_, edited))
-        out.append({d.path, d.a, d.b, d.kind});
-    return out;
+std::vector<config::ConfigDifference> ResumePlan::changes(const Json& edited) const {
+    return config::diff_documents(base_, edited);
 }
 
 QString ResumePlan::refusal(const Json& edited) const {

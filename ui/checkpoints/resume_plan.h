@@ -24,18 +24,11 @@
 #include <QVector>
 
 #include <optional>
+#include <vector>
 
 namespace lathe::ui {
 
 using Json = lathe::config::Json;
-
-struct ResumeChange {
-    using Kind = config::ResumeChangeKind;
-    QString path;
-    QString before;  ///< compact JSON text, or "(absent)"
-    QString after;
-    Kind kind = Kind::Changed;
-};
 
 class ResumePlan {
 public:
@@ -73,7 +66,7 @@ public:
     int worldSize() const { return worldSize_; }
 
     /// Every difference between the checkpoint's config and `edited`, classified.
-    QVector<ResumeChange> changes(const Json& edited) const;
+    std::vector<config::ConfigDifference> changes(const Json& edited) const;
     /// Empty when `edited` may resume from this checkpoint; else why not (the engine's words).
     QString refusal(const Json& edited) const;
     /// What to start. Refused configs, a bad or taken new run name, and a failure to create the

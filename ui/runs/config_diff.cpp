@@ -4,14 +4,6 @@
 
 namespace lathe::ui {
 
-QVector<ConfigDifference> diffConfigs(const Json& a, const Json& b) {
-    QVector<ConfigDifference> out;
-    for (const auto& d : config::diff_documents(a, b))
-        out.append({QString::fromStdString(d.path), QString::fromStdString(d.before),
-                    QString::fromStdString(d.after), d.kind});
-    return out;
-}
-
 bool readJsonFile(const QString& path, Json& out, QString* error) {
     QFile f(path);
     if (!f.open(QIODevice::ReadOnly)) {
@@ -33,7 +25,7 @@ ConfigDiffModel::ConfigDiffModel(QObject* parent) : QAbstractTableModel(parent) 
 void ConfigDiffModel::setConfigs(const Json& a, const Json& b, const QString& labelA,
                                  const QString& labelB) {
     beginResetModel();
-    rows_ = diffConfigs(a, b);
+    rows_ = config::diff_documents(a, b);
     labelA_ = labelA;
     labelB_ = labelB;
     endResetModel();
@@ -55,16 +47,18 @@ int ConfigDiffModel::columnCount(const QModelIndex& parent) const {
 }
 
 QVariant ConfigDiffModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid() || index.row() >= rows_.size() || index.column() >= ColumnCount) return {};
+    if (!index.isValid() || static_cast<std::size_t>(index.row()) >= rows_.size() ||
+        index.column() >= ColumnCount)
+        return {};
     if (role != Qt::DisplayRole && role != Qt::ToolTipRole) return {};
-    const ConfigDifference& d = rows_.at(index.row());
+    const config::ConfigDifference& d = rows_.at(static_cast<std::size_t>(index.row()));
     switch (index.column()) {
         case PathColumn:
-            return d.path;
+            return QString::fromStdString(d.path);
         case AColumn:
-            return d.a;
+            return QString::fromStdString(d.before);
         case BColumn:
-            return d.b;
+            return QString::fromStdString(d.after);
     }
     return {};
 }

@@ -9,25 +9,13 @@
 #include <QString>
 #include <QVector>
 
+#include <vector>
+
 namespace lathe::ui {
 
 using Json = lathe::config::Json;
 
-/// A difference as the GUI shows it; computed by lathe::config::diff_documents().
-struct ConfigDifference {
-    QString path;
-    QString a;  ///< compact JSON text, or kAbsent
-    QString b;
-    config::ResumeChangeKind kind = config::ResumeChangeKind::Changed;
-    bool operator==(const ConfigDifference& o) const {
-        return path == o.path && a == o.a && b == o.b && kind == o.kind;
-    }
-};
-
 inline const QString kAbsent = QString::fromLatin1(config::kAbsent);
-
-/// config::diff_documents(a, b) in Qt strings: `a`'s order, then the paths only `b` has.
-QVector<ConfigDifference> diffConfigs(const Json& a, const Json& b);
 /// Reads a JSON file; false with `error` when missing or malformed.
 bool readJsonFile(const QString& path, Json& out, QString* error = nullptr);
 
@@ -41,7 +29,8 @@ public:
 
     void setConfigs(const Json& a, const Json& b, const QString& labelA, const QString& labelB);
     void clear();
-    const QVector<ConfigDifference>& differences() const { return rows_; }
+    /// config::diff_documents(a, b): `a`'s order, then the paths only `b` has.
+    const std::vector<config::ConfigDifference>& differences() const { return rows_; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -49,7 +38,7 @@ public:
     QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
 
 private:
-    QVector<ConfigDifference> rows_;
+    std::vector<config::ConfigDifference> rows_;
     QString labelA_ = QStringLiteral("A"), labelB_ = QStringLiteral("B");
 };
 

@@ -256,17 +256,17 @@ private Q_SLOTS:
         QCOMPARE(plan->worldSize(), 1);
 
         Json edited = plan->baseConfig();
-        QVERIFY(plan->changes(edited).isEmpty());
+        QVERIFY(plan->changes(edited).empty());
         QVERIFY(plan->refusal(edited).isEmpty());
 
         // Allowed, with a note: the learning rate. Ignored: where it lives, how it stops.
         edited["train_module"]["optim"]["lr"] = 0.001;
         edited["trainer"]["hard_stop"] = "40steps";
         auto changes = plan->changes(edited);
-        QCOMPARE(changes.size(), 2);
-        QCOMPARE(changes[0].path, QStringLiteral("train_module.optim.lr"));
-        QCOMPARE(changes[0].kind, ResumeChange::Kind::Changed);
-        QCOMPARE(changes[1].kind, ResumeChange::Kind::Ignored);
+        QCOMPARE(changes.size(), std::size_t(2));
+        QCOMPARE(changes[0].path, std::string("train_module.optim.lr"));
+        QCOMPARE(changes[0].kind, lathe::config::ResumeChangeKind::Changed);
+        QCOMPARE(changes[1].kind, lathe::config::ResumeChangeKind::Ignored);
         QVERIFY(plan->refusal(edited).isEmpty());
 
         // Refused: the model or the sequence length, in the engine's words.

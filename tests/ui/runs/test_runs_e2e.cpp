@@ -195,7 +195,7 @@ private Q_SLOTS:
         QCOMPARE(compare->plot()->graphCount(), 4);
         bool lrDiffers = false;
         for (const auto& d : compare->diffModel()->differences())
-            lrDiffers |= d.path == QStringLiteral("train_module.optim.lr");
+            lrDiffers |= d.path == "train_module.optim.lr";
         QVERIFY(lrDiffers);
         QVERIFY(QTest::qWaitForWindowExposed(compare->window()));
         QTest::qWait(300);
