@@ -67,7 +67,6 @@ private:
     void adamw(ParamGroup& g, torch::Tensor& p, State& s);
     /// optim.fused on CUDA: the group's AdamW update as torch's fused multi-tensor kernel.
     void fused_adamw(ParamGroup& g);
-    bool fused_ = false;
     void skip_step_adamw(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
     void lion(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
 
@@ -76,6 +75,7 @@ private:
     bool skip_ = false;
     int64_t rolling_ = 128;
     double sigma_ = 6.0;
+    bool fused_ = false;  ///< optim.fused (AdamW only)
     std::vector<ParamGroup> groups_;
     std::map<const void*, State> state_;
     std::vector<torch::Tensor> losses_, grad_norms_;
