@@ -15,7 +15,7 @@ namespace lathe::testing {
 inline const QStringList kFast = {"launch.num_threads=1",
                                   "trainer.callbacks.speed_monitor.device_peak_flops=1e11"};
 
-inline QStringList args(const QString& run, QStringList extra) {
+inline QStringList args(const QString& run, const QStringList& extra) {
     QStringList a = {"train", "tiny", "run_name=" + run};
     a += kFast;
     a += extra;

@@ -237,7 +237,7 @@ private Q_SLOTS:
 
     void samplerDoesNotChangeTraining() {
         QFETCH(QString, launcher);
-        auto cmd = [&](const QString& run, QStringList extra) {
+        auto cmd = [&](const QString& run, const QStringList& extra) {
             QStringList a = args(run, QStringList{"trainer.max_duration=14steps",
                                                   "trainer.metrics_collect_interval=1"} +
                                           extra);

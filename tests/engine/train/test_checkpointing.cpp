@@ -45,7 +45,7 @@ private Q_SLOTS:
         QFETCH(QString, launcher);
         QFETCH(QString, dp);
         QFETCH(QString, optim);
-        auto cmd = [&](const QString& run, QStringList extra) {
+        auto cmd = [&](const QString& run, const QStringList& extra) {
             QStringList a = args(
                 run,
                 QStringList{"trainer.max_duration=40steps", "trainer.metrics_collect_interval=1",
