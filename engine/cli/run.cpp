@@ -157,8 +157,7 @@ dist::EnvironmentOptions environment_options(const config::ExperimentConfig& cfg
     eo.device = cfg.launch.device;
     eo.num_threads = cfg.launch.num_threads;
     eo.log_filter_type = cfg.launch.log_filter_type;
-    eo.timeout = std::chrono::milliseconds(
-        std::llround(cfg.launch.timeout_minutes * 60'000.0));
+    eo.timeout = std::chrono::milliseconds(std::llround(cfg.launch.timeout_minutes * 60'000.0));
     eo.layout = [&cfg](int64_t world, int64_t nodes) {
         return config::parallel_layout(cfg, world, nodes);
     };

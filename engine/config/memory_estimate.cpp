@@ -307,8 +307,8 @@ std::string memory_refusal(const MemoryEstimate& estimate, int64_t available_byt
         }
         if (smaller < mb)
             remedies.emplace_back("a smaller train_module.rank_microbatch_size, e.g. " +
-                               std::to_string(smaller) + " (" + smaller_peak +
-                               "; the batch stays the same, in more micro-batches)");
+                                  std::to_string(smaller) + " (" + smaller_peak +
+                                  "; the batch stays the same, in more micro-batches)");
         if (!estimate.sharded)
             remedies.emplace_back(
                 "more ranks with train_module.dp_config.name=fsdp (the weights, gradients and "

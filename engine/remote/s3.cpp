@@ -361,8 +361,7 @@ Response perform_request(Request& r, const TransferOptions& o, const S3Settings*
                          static_cast<long>(o.connect_timeout_s * 1000));
         // A transfer that moves less than a byte a second for stall_timeout_s is cut.
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
-                         std::max(1L, std::lround(o.stall_timeout_s)));
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, std::max(1L, std::lround(o.stall_timeout_s)));
         Body body = r.body;
         body.sent = 0;
         if (r.method == "HEAD") {
