@@ -7,6 +7,7 @@
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/layout.h"
 #include "engine/train/callbacks/builtin.h"
+#include "engine/train/op_kinds.h"
 #include "engine/train/trainer.h"
 #include "engine/util/error.h"
 
@@ -108,6 +109,22 @@ nlohmann::json bench_report(const config::ExperimentConfig& cfg, const BenchRun&
         out["checkpoints"] = r.saves;
         out["checkpoint_blocking_s"] = r.blocked_s / static_cast<double>(r.saves);
     }
+    if (!r.profile_ns.empty()) {
+        // Where the timed steps' time went (op_kinds.h); each kind's share and ms per step.
+        int64_t total = 0;
+        for (auto ns : r.profile_ns) total += ns;
+        nlohmann::json kinds = nlohmann::json::object();
+        for (int k = 0; k < train::kOpKinds; ++k) {
+            const auto ns = static_cast<double>(r.profile_ns[static_cast<std::size_t>(k)]);
+            kinds[train::op_kind_name(static_cast<train::OpKind>(k))] = {
+                {"share", total > 0 ? ns / static_cast<double>(total) : 0.0},
+                {"ms_per_step", ns / 1e6 / static_cast<double>(run.steps)}};
+        }
+        out["profile"] = {
+            {"time", r.profile_cuda ? "GPU kernels" : "CPU operators' self time"},
+            {"ms_per_step", static_cast<double>(total) / 1e6 / static_cast<double>(run.steps)},
+            {"kinds", kinds}};
+    }
     const auto& sink_stats = r.sink_stats;
     if (sink_stats && sink_stats->records > 0) {
         // CPU the metric files cost, off the training thread: the writer thread plus handing each
@@ -126,7 +143,7 @@ nlohmann::json bench_report(const config::ExperimentConfig& cfg, const BenchRun&
 
 int cmd_bench(const Args& args) {
     auto p = parse_args(args, {"--steps", "--warmup", "--nproc", "--checkpoint-every"},
-                        {"--callbacks", "--memory"});
+                        {"--callbacks", "--memory", "--profile"});
     config::ExperimentConfig cfg;
     if (!load_config(p, "bench", cfg)) return kExitUsage;
     int64_t steps = 0, warmup = 0, nproc = 0, ckpt_every = 0;
@@ -190,6 +207,7 @@ int cmd_bench(const Args& args) {
     timer.checkpoint_every = ckpt_every;
     timer.async = cfg.trainer.callbacks.checkpointer.save_async.value_or(true);
     timer.memory = p.has("--memory");
+    timer.profile = p.has("--profile");
 
     double flops_per_token = 0, peak = 0;
     int64_t tokens_per_step = 0, world = 1;

@@ -24,7 +24,8 @@ Commands:
                                      device's free memory
   launch --nproc N [CONFIG] [...]    run N ranks on this node, like torchrun (N = gpu: one per GPU;
                                      auto: one per GPU, else one CPU rank); see docs/multi-node.md
-  bench [CONFIG] [--steps N]         time N training steps; prints one JSON line
+  bench [CONFIG] [--steps N]         time N training steps; prints one JSON line (--profile:
+                                     time by kind: GEMM, attention, copies, softmax/loss, ...)
   inspect [--verify] PATH            describe a checkpoint, or the checkpoints of a run folder;
                                      --verify reads every file and checks each tensor's CRC-32C
   export CKPT OUT_DIR                write a Hugging Face folder of the model's family (config.json,

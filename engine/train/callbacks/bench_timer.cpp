@@ -6,10 +6,14 @@
 #include "engine/train/callbacks/builtin.h"
 #include "engine/train/trainer.h"
 
+#include "engine/train/op_kinds.h"
+
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <limits>
+#include <set>
 
 namespace lathe::train {
 
@@ -47,10 +51,14 @@ public:
         ++r_->saves;
     }
     void post_step() override {
-        if (step() == o_.warmup) r_->t0 = std::chrono::steady_clock::now();
+        if (step() == o_.warmup) {
+            if (o_.profile) start_profile();
+            r_->t0 = std::chrono::steady_clock::now();
+        }
         r_->t1 = std::chrono::steady_clock::now();
     }
     void post_train() override {
+        finish_profile();
         trainer().checkpointer().wait();
         if (!o_.memory) return;
         // Every rank's peak, gathered to all (rank 0 reports them): RSS on the host, and the
@@ -72,6 +80,36 @@ public:
     }
 
 private:
+    void start_profile() {
+        namespace impl = torch::profiler::impl;
+        std::set<impl::ActivityType> activities{impl::ActivityType::CPU};
+        profile_cuda_ = trainer().env().device().is_cuda();
+        if (profile_cuda_) activities.insert(impl::ActivityType::CUDA);
+        const impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+        torch::autograd::profiler::prepareProfiler(config, activities);
+        torch::autograd::profiler::enableProfiler(config, activities);
+        profiling_ = true;
+    }
+    // Kernel time by kind on a GPU (every CUDA event: kernels, copies, memsets); on the CPU the
+    // self time of every operator.
+    void finish_profile() {
+        if (!profiling_) return;
+        profiling_ = false;
+        if (profile_cuda_) torch::cuda::synchronize();
+        const auto result = torch::autograd::profiler::disableProfiler();
+        std::vector<TimedOp> ops;
+        for (const auto& e : result->events()) {
+            const bool on_gpu = e.deviceType() == c10::DeviceType::CUDA;
+            if (on_gpu != profile_cuda_) continue;
+            const auto start = static_cast<int64_t>(e.startNs());
+            ops.push_back(
+                {e.name(), e.startThreadId(), start, start + static_cast<int64_t>(e.durationNs())});
+        }
+        r_->profile_ns = time_by_kind(std::move(ops), /*nested=*/!profile_cuda_);
+        r_->profile_cuda = profile_cuda_;
+    }
+
+    bool profiling_ = false, profile_cuda_ = false;
     BenchTimerOptions o_;
     std::shared_ptr<BenchResults> r_;
 };

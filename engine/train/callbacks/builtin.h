@@ -51,12 +51,17 @@ struct BenchResults {
     std::vector<std::string> saved;                ///< the checkpoint folders it saved
     std::vector<std::pair<double, double>> peaks;  ///< per rank: peak RSS, peak CUDA bytes
     std::optional<MetricSaverStats> sink_stats;    ///< the metric files' cost, if written
+    /// --profile: nanoseconds per OpKind over the timed steps (kernels on a GPU, operators' self
+    /// time on the CPU); empty without it.
+    std::vector<int64_t> profile_ns;
+    bool profile_cuda = false;  ///< the figures are GPU kernel time
 };
 struct BenchTimerOptions {
     int64_t warmup = 0;            ///< steps before the timed ones
     int64_t checkpoint_every = 0;  ///< > 0: save a checkpoint every N timed steps
     bool async = true;             ///< those saves asynchronous
     bool memory = false;           ///< gather every rank's peak memory
+    bool profile = false;          ///< Kineto over the timed steps: time by kind (op_kinds.h)
 };
 std::unique_ptr<Callback> make_bench_timer(const BenchTimerOptions& o,
                                            std::shared_ptr<BenchResults> results);

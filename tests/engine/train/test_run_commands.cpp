@@ -117,6 +117,30 @@ private Q_SLOTS:
         QVERIFY2(fixed.output.contains("2 CPU thread(s) per rank"), qPrintable(fixed.output));
     }
 
+    // bench --profile: where the timed steps' time went, by kind, from Kineto's events.
+    void benchProfile() {
+        auto r = run_engine(
+            {"bench", "tiny", "--steps", "2", "--warmup", "1", "--profile", "launch.num_threads=1"},
+            runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        const auto prof = bench_result(r.output).value("profile").toObject();
+        QCOMPARE(prof.value("time").toString(), QString("CPU operators' self time"));
+        QVERIFY(prof.value("ms_per_step").toDouble() > 0);
+        const auto kinds = prof.value("kinds").toObject();
+        QCOMPARE(kinds.size(), 6);
+        double shares = 0;
+        for (const auto& k : kinds) shares += k.toObject().value("share").toDouble();
+        QVERIFY(std::abs(shares - 1.0) < 1e-9);
+        // A transformer's step multiplies matrices and runs attention.
+        QVERIFY(kinds.value("GEMM").toObject().value("share").toDouble() > 0.01);
+        QVERIFY(kinds.value("attention").toObject().value("ms_per_step").toDouble() > 0);
+        // Without --profile, no profile.
+        auto plain = run_engine(
+            {"bench", "tiny", "--steps", "1", "--warmup", "1", "launch.num_threads=1"}, runs());
+        QVERIFY2(plain.exit_code == 0, qPrintable(plain.output));
+        QVERIFY(!bench_result(plain.output).contains("profile"));
+    }
+
     void bench() {
         auto r = run_engine({"bench", "tiny", "--steps", "3", "--warmup", "1", "--callbacks",
                              "launch.num_threads=1", "trainer.metrics_collect_interval=1",
