@@ -86,6 +86,8 @@ struct StepSkipRange {
 struct FusedOpsConfig {
     bool rms_norm = true;
     bool rope = true;
+    bool swiglu = true;
+    bool residual_norm = true;
 
     template <class V>
     void visit(V& v) {
@@ -96,6 +98,15 @@ struct FusedOpsConfig {
         v.field("rope", rope,
                 {"Rotary embedding of q and k as one kernel each way (Lathe's CUDA kernel, the "
                  "reference's fp32 arithmetic, bitwise equal) on CUDA.",
+                 {}});
+        v.field("swiglu", swiglu,
+                {"The feed-forward's silu(w1 x) * w3 x as one kernel each way (Lathe's CUDA "
+                 "kernel), keeping one hidden-size tensor fewer for backward, on CUDA.",
+                 {}});
+        v.field("residual_norm", residual_norm,
+                {"A post-norm block's (OLMo2's) residual add and RMSNorm, x + norm(branch), as "
+                 "one kernel each way (Lathe's CUDA kernel) on CUDA; pre-norm blocks use the "
+                 "fused rms_norm alone.",
                  {}});
     }
 };

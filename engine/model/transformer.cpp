@@ -4,7 +4,9 @@
 
 #include "engine/model/activation_checkpoint.h"
 #include "engine/model/cross_entropy.h"
+#include "engine/model/fused_residual_norm.h"
 #include "engine/model/fused_rope.h"
+#include "engine/model/fused_swiglu.h"
 #include "engine/util/glob.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -278,7 +280,9 @@ FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& input) {
     const auto x = tp ? copy_to_tp(input, *tp) : input;
-    auto out = w2(torch::silu(w1(x)) * w3(x));
+    auto out = fused && x.is_cuda() && fused_swiglu_available(x.device())
+                   ? w2(fused_swiglu(w1(x), w3(x)))
+                   : w2(torch::silu(w1(x)) * w3(x));
     return tp ? reduce_from_tp(out, *tp) : out;
 }
 
@@ -291,14 +295,28 @@ BlockImpl::BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbeddi
     feed_forward_norm = register_module("feed_forward_norm", RMSNorm(c.d_model, c.layer_norm_eps));
 }
 
+namespace {
+
+// A post-norm block's residual step x + norm(y): one kernel each way where it applies.
+torch::Tensor add_normed(bool fused, const torch::Tensor& x, const torch::Tensor& y,
+                         RMSNorm& norm) {
+    if (fused && y.is_cuda() && !norm->tp && y.size(-1) <= 8192 &&
+        fused_residual_norm_available(y.device()))
+        return fused_residual_norm(x, y, norm->weight, norm->eps);
+    return x + norm(y);
+}
+
+}  // namespace
+
 torch::Tensor BlockImpl::attention_residual(
     const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend) {
-    return pre_norm ? x + attend(attention_norm(x)) : x + attention_norm(attend(x));
+    return pre_norm ? x + attend(attention_norm(x))
+                    : add_normed(fused_residual_norm, x, attend(x), attention_norm);
 }
 
 torch::Tensor BlockImpl::feed_forward_residual(const torch::Tensor& h) {
     return pre_norm ? h + feed_forward(feed_forward_norm(h))
-                    : h + feed_forward_norm(feed_forward(h));
+                    : add_normed(fused_residual_norm, h, feed_forward(h), feed_forward_norm);
 }
 
 torch::Tensor BlockImpl::run_part(Part part, const torch::Tensor& x) {
@@ -350,6 +368,10 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
     if (c.dtype == config::DType::bfloat16) to(torch::kBFloat16);
     for (const auto& m : modules(/*include_self=*/false))
         if (auto* norm = m->as<RMSNormImpl>()) norm->fused = c.fused.rms_norm;
+    for (const auto& m : *blocks) {
+        m->as<Block>()->feed_forward->fused = c.fused.swiglu;
+        m->as<Block>()->fused_residual_norm = c.fused.residual_norm;
+    }
     for (const auto& p : parameters()) num_params_ += p.numel();
     for (const auto& m : *blocks) {
         auto b = m->as<Block>();
@@ -460,10 +482,12 @@ LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
                                          const torch::Tensor& labels, double div_factor,
                                          std::optional<double> z_loss_multiplier,
                                          int64_t ignore_index, const torch::Tensor& doc_ids) {
-    auto logits = forward(input_ids, doc_ids).to(torch::kFloat32);
-    auto flat = logits.view({-1, logits.size(-1)});
+    // The LM head's output in its own dtype: the fused loss widens bf16 logits a block at a time
+    // (no fp32 copy of them is held for backward); the vocabulary-parallel loss takes fp32.
+    auto logits = forward(input_ids, doc_ids);
     auto flat_labels = labels.reshape({-1});
     if (tp.active() && loss_parallel) {
+        auto flat = logits.to(torch::kFloat32).view({-1, logits.size(-1)});
         // This rank holds a slice of the vocabulary's logits: the parallel cross-entropy.
         auto [ce_sum, z_sum] =
             vocab_parallel_cross_entropy(flat, flat_labels, tp.rank * flat.size(1), ignore_index,
@@ -478,7 +502,8 @@ LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
         }
         return out;
     }
-    auto sums = fused_cross_entropy(flat, flat_labels, ignore_index, z_loss_multiplier.has_value());
+    auto sums = fused_cross_entropy(logits.view({-1, logits.size(-1)}), flat_labels, ignore_index,
+                                    z_loss_multiplier.has_value());
     LossOutput out;
     out.loss = sums.ce / div_factor;
     out.ce_loss = out.loss.detach();

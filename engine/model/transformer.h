@@ -125,6 +125,9 @@ struct FeedForwardImpl : torch::nn::Module {
     torch::Tensor forward(const torch::Tensor& x);
     torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
     const dist::Group* tp = nullptr;  ///< tensor parallelism: sum w2's partial results
+    /// model.fused.swiglu: silu(w1 x) * w3 x through fused_swiglu on CUDA (the reference ops on
+    /// the CPU, and when false).
+    bool fused = false;
 };
 TORCH_MODULE(FeedForward);
 
@@ -137,6 +140,10 @@ struct BlockImpl : torch::nn::Module {
         const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend);
     torch::Tensor feed_forward_residual(const torch::Tensor& h);
     bool pre_norm = false;  ///< block_name default: the norms take the branch inputs
+    /// model.fused.residual_norm: a post-norm block's x + norm(branch) through
+    /// fused_residual_norm on CUDA (the reference ops on the CPU, under tensor parallelism, and
+    /// when false).
+    bool fused_residual_norm = false;
     /// The parts activation checkpointing recomputes: the whole block, or one of its two residual
     /// steps, x + attention_norm(attention(x)) or h + feed_forward_norm(feed_forward(h)) (pre-norm:
     /// x + attention(attention_norm(x)), h + feed_forward(feed_forward_norm(h))). With

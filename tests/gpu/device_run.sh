@@ -53,7 +53,8 @@ else
 fi
 say "$("$E" --version) on $DEV"
 # Every fusion off: the reference path the fused one is checked and timed against.
-UNFUSED=(model.fused.rms_norm=false model.fused.rope=false train_module.optim.fused=false)
+UNFUSED=(model.fused.rms_norm=false model.fused.rope=false model.fused.swiglu=false
+         model.fused.residual_norm=false train_module.optim.fused=false)
 
 record() { # record KIND JSON-FIELDS: one line of results
   printf '{"kind": "%s", %s}\n' "$1" "$2" >>"$RES"

@@ -4,7 +4,9 @@
 #include "engine/config/io.h"
 #include "engine/config/memory_estimate.h"
 #include "engine/model/cross_entropy.h"
+#include "engine/model/fused_residual_norm.h"
 #include "engine/model/fused_rope.h"
+#include "engine/model/fused_swiglu.h"
 #include "engine/model/generate.h"
 #include "engine/model/transformer.h"
 #include "engine/train/optimizer.h"
@@ -226,6 +228,119 @@ private Q_SLOTS:
         QVERIFY(model::fused_rope_available(torch::kCPU));
     }
 
+    // model.fused.swiglu: the CPU path of fused_swiglu (the CUDA kernel's reference: the same
+    // swiglu_math.h) against the reference ops silu(a) * b, forward and both gradients: within
+    // 1e-6 relative in fp32 (exp may differ from ATen's in the last bit), and in bf16/fp16 within
+    // one unit of the last place (each intermediate rounds where the reference's does), both
+    // relative to each tensor's largest value.
+    void fusedSwigluMatchesReference_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::newRow("fp32") << static_cast<int>(torch::kFloat32);
+        QTest::newRow("bf16") << static_cast<int>(torch::kBFloat16);
+        QTest::newRow("fp16") << static_cast<int>(torch::kHalf);
+    }
+    void fusedSwigluMatchesReference() {
+        QFETCH(int, dtype);
+        const auto type = static_cast<torch::ScalarType>(dtype);
+        torch::manual_seed(13);
+        // Large enough for several parallel chunks; values past where silu saturates too.
+        auto a0 = (torch::randn({3, 41, 96}) * 4).to(type);
+        auto b0 = (torch::randn({3, 41, 96}) * 2).to(type);
+        auto up = torch::randn({3, 41, 96}).to(type);
+        auto a1 = a0.clone().requires_grad_(true), b1 = b0.clone().requires_grad_(true);
+        auto a2 = a0.clone().requires_grad_(true), b2 = b0.clone().requires_grad_(true);
+        auto ref = torch::silu(a1) * b1;
+        auto fused = model::fused_swiglu(a2, b2);
+        QCOMPARE(fused.scalar_type(), type);
+        (ref * up).sum().backward();
+        (fused * up).sum().backward();
+        const double ulp = type == torch::kFloat32 ? 1e-6 : type == torch::kBFloat16 ? 8e-3 : 1e-3;
+        // Relative to the tensor's largest value: silu's derivative cancels to zero near
+        // a = -1.28, where any difference in exp's last bit is large next to the value itself.
+        auto close = [ulp](const torch::Tensor& got, const torch::Tensor& want) {
+            auto g = got.to(torch::kFloat64), w = want.to(torch::kFloat64);
+            const double worst = ((g - w).abs().max() / w.abs().max()).item<double>();
+            return worst <= ulp ? QString() : QString("off by %1 of its largest value").arg(worst);
+        };
+        QString why;
+        QVERIFY2((why = close(fused, ref)).isEmpty(), qPrintable("forward " + why));
+        QVERIFY2((why = close(a2.grad(), a1.grad())).isEmpty(), qPrintable("d a " + why));
+        QVERIFY2((why = close(b2.grad(), b1.grad())).isEmpty(), qPrintable("d b " + why));
+        // Mostly bitwise: only exp's last bit may differ.
+        const double same = fused.eq(ref.detach()).to(torch::kFloat64).mean().item<double>();
+        QVERIFY2(same > 0.9, qPrintable(QString("only %1 of the outputs equal").arg(same)));
+        // The switch sends only CUDA tensors to fused_swiglu: on the CPU the module is the
+        // reference, and a shape or dtype mismatch is a clear error.
+        model::FeedForward ff(96, 64);
+        auto x = torch::randn({2, 5, 96});
+        const auto plain = ff(x);
+        ff->fused = true;
+        QVERIFY(torch::equal(ff(x), plain));
+        QVERIFY(model::fused_swiglu_available(torch::kCPU));
+        QVERIFY_THROWS_EXCEPTION(lathe::Error,
+                                 model::fused_swiglu(a0, b0.narrow(2, 0, 10).contiguous()));
+    }
+
+    // model.fused.residual_norm: the CPU path of fused_residual_norm (the CUDA kernel's reference)
+    // against a post-norm block's reference ops x + RMSNorm(y), forward and the gradients of x, y
+    // and the weight, for the dtypes a run mixes: fp32; an fp32 residual stream with a bf16
+    // branch and fp32 weight (autocast); all bf16 (compute copies). fp32: 1e-6 relative; bf16:
+    // within a unit of the last place (the sums' order differs from ATen's).
+    void fusedResidualNormMatchesReference_data() {
+        QTest::addColumn<int>("xType");
+        QTest::addColumn<int>("yType");
+        QTest::addColumn<int>("wType");
+        const int f = static_cast<int>(torch::kFloat32), b = static_cast<int>(torch::kBFloat16);
+        QTest::newRow("fp32") << f << f << f;
+        QTest::newRow("autocast: fp32 stream, bf16 branch") << f << b << f;
+        QTest::newRow("compute copies: bf16") << b << b << b;
+    }
+    void fusedResidualNormMatchesReference() {
+        QFETCH(int, xType);
+        QFETCH(int, yType);
+        QFETCH(int, wType);
+        const auto xt = static_cast<torch::ScalarType>(xType),
+                   yt = static_cast<torch::ScalarType>(yType),
+                   wt = static_cast<torch::ScalarType>(wType);
+        torch::manual_seed(17);
+        const int64_t d = 96;
+        model::RMSNorm ref(d, 1e-6);
+        {
+            torch::NoGradGuard g;
+            ref->weight.uniform_(0.5, 1.5);
+            ref->weight.set_data(ref->weight.to(wt));
+        }
+        auto w2 = ref->weight.detach().clone().requires_grad_(true);
+        auto x0 = torch::randn({3, 7, d}).to(xt), y0 = (torch::randn({3, 7, d}) * 3).to(yt);
+        auto x1 = x0.clone().requires_grad_(true), y1 = y0.clone().requires_grad_(true);
+        auto x2 = x0.clone().requires_grad_(true), y2 = y0.clone().requires_grad_(true);
+        auto out1 = x1 + ref(y1);
+        auto out2 = model::fused_residual_norm(x2, y2, w2, 1e-6);
+        QCOMPARE(out2.scalar_type(), out1.scalar_type());
+        auto up = torch::randn(out1.sizes()).to(out1.scalar_type());
+        (out1 * up).sum().backward();
+        (out2 * up).sum().backward();
+        QCOMPARE(y2.grad().scalar_type(), yt);
+        QCOMPARE(w2.grad().scalar_type(), wt);
+        QCOMPARE(x2.grad().scalar_type(), xt);
+        const bool low = xt != torch::kFloat32 || yt != torch::kFloat32;
+        auto check = [&](const char* what, const torch::Tensor& got, const torch::Tensor& want,
+                         double tol) {
+            auto g = got.to(torch::kFloat64), w = want.to(torch::kFloat64);
+            const double worst = ((g - w).abs().max() / (w.abs().max() + 1e-12)).item<double>();
+            QVERIFY2(worst <= tol,
+                     qPrintable(QString("%1 off by %2 of its largest value").arg(what).arg(worst)));
+        };
+        check("out", out2, out1, low ? 8e-3 : 1e-6);
+        check("dx", x2.grad(), x1.grad(), 0);
+        check("dy", y2.grad(), y1.grad(), low ? 1.6e-2 : 1e-6);
+        check("dweight", w2.grad(), ref->weight.grad(), low ? 8e-3 : 1e-6);
+        // A mismatch is a clear error.
+        QVERIFY_THROWS_EXCEPTION(lathe::Error,
+                                 model::fused_residual_norm(x0, y0, w2.narrow(0, 0, 10), 1e-6));
+        QVERIFY(model::fused_residual_norm_available(torch::kCPU));
+    }
+
     // optim.fused's step (ATen's _fused_adamw_, run here by its CPU kernel) against the reference
     // AdamW, five steps with weight decay and bias correction, to 1e-6.
     void fusedAdamwMatchesReference() {
@@ -363,6 +478,40 @@ private Q_SLOTS:
         // Ignored rows get no gradient at all.
         QCOMPARE(leaf.grad().index({torch::indexing::Slice(0, rows, 5)}).abs().max().item<double>(),
                  0.0);
+    }
+
+    // The fused loss on bf16 (and fp16) logits, as the LM head gives them under autocast or bf16
+    // compute copies: bitwise the fp32 path on the widened logits (the same arithmetic, a block
+    // at a time), and the gradient bitwise the fp32 gradient rounded to the logits' dtype (what
+    // the former widening copy's backward gave). Rows past one CPU block (2^18 elements) too.
+    void fusedCrossEntropyLowPrecisionLogits_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<int64_t>("rows");
+        QTest::newRow("bf16") << static_cast<int>(torch::kBFloat16) << int64_t{37};
+        QTest::newRow("bf16, several blocks") << static_cast<int>(torch::kBFloat16) << int64_t{700};
+        QTest::newRow("fp16") << static_cast<int>(torch::kHalf) << int64_t{37};
+    }
+    void fusedCrossEntropyLowPrecisionLogits() {
+        QFETCH(int, dtype);
+        QFETCH(int64_t, rows);
+        const auto type = static_cast<torch::ScalarType>(dtype);
+        torch::manual_seed(5);
+        const int64_t vocab = 1000;
+        auto low = (torch::randn({rows, vocab}) * 4).to(type);
+        auto labels = torch::randint(0, vocab, {rows}, torch::kInt64);
+        labels.index_put_({torch::indexing::Slice(0, rows, 7)}, -100);
+        auto wide_leaf = low.to(torch::kFloat32).requires_grad_();
+        auto wide = model::fused_cross_entropy(wide_leaf * 1.0, labels, -100, true);
+        (wide.ce / 3.0 + wide.z * 1e-2).backward();
+        auto low_leaf = low.clone().requires_grad_();
+        auto sums = model::fused_cross_entropy(low_leaf * 1.0, labels, -100, true);
+        QCOMPARE(sums.ce.scalar_type(), torch::kFloat32);
+        (sums.ce / 3.0 + sums.z * 1e-2).backward();
+        QVERIFY(torch::equal(sums.ce, wide.ce));
+        QVERIFY(torch::equal(sums.z, wide.z));
+        QCOMPARE(low_leaf.grad().scalar_type(), type);
+        QVERIFY(torch::equal(low_leaf.grad(), wide_leaf.grad().to(type)));
+        QVERIFY(low_leaf.grad().abs().sum().item<double>() > 0);
     }
 
     // Generation: the KV cache, a left-padded batch and the full recomputation agree; greedy is

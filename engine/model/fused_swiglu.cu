@@ -1,0 +1,129 @@
+// The fused SwiGLU's CUDA kernels: one thread per element, loading a and b (and g) in their own
+// type, doing swiglu_math.h's fp32 arithmetic, storing in that type. Forward replaces silu and
+// mul (two reads and a write of a hidden-size tensor each); backward replaces mul's two products
+// and silu_backward, reading g, a and b once and writing da and db.
+#include "engine/model/fused_swiglu_kernels.h"
+#include "engine/model/swiglu_math.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace lathe::model::swiglu {
+namespace {
+
+__device__ __forceinline__ float load(const float* p) {
+    return *p;
+}
+__device__ __forceinline__ float load(const __nv_bfloat16* p) {
+    return __bfloat162float(*p);
+}
+__device__ __forceinline__ float load(const __half* p) {
+    return __half2float(*p);
+}
+__device__ __forceinline__ void store(float* p, float v) {
+    *p = v;
+}
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
+    *p = __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ void store(__half* p, float v) {
+    *p = __float2half_rn(v);
+}
+
+template <class T>
+struct RoundTo {
+    __device__ __forceinline__ float operator()(float v) const {
+        T t;
+        store(&t, v);
+        return load(&t);
+    }
+};
+
+template <class T>
+__global__ void forward_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                               T* __restrict__ out, int64_t n) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+        store(out + i, forward(load(a + i), load(b + i), RoundTo<T>{}));
+}
+
+template <class T>
+__global__ void backward_kernel(const T* __restrict__ g, const T* __restrict__ a,
+                                const T* __restrict__ b, T* __restrict__ da, T* __restrict__ db,
+                                int64_t n) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += step) {
+        float x, y;
+        backward(load(g + i), load(a + i), load(b + i), RoundTo<T>{}, x, y);
+        store(da + i, x);
+        store(db + i, y);
+    }
+}
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+    const int64_t want = (n + kThreads - 1) / kThreads;
+    return static_cast<unsigned>(want < 65535 * 8 ? want : 65535 * 8);
+}
+
+std::string last_error() {
+    const cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? std::string() : std::string(cudaGetErrorString(err));
+}
+
+template <class T>
+void forward_typed(const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
+    forward_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(
+        static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n);
+}
+
+template <class T>
+void backward_typed(const void* g, const void* a, const void* b, void* da, void* db, int64_t n,
+                    cudaStream_t s) {
+    backward_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(
+        static_cast<const T*>(g), static_cast<const T*>(a), static_cast<const T*>(b),
+        static_cast<T*>(da), static_cast<T*>(db), n);
+}
+
+}  // namespace
+
+std::string launch_forward(ElementType type, const void* a, const void* b, void* out, int64_t n,
+                           void* stream) {
+    if (n == 0) return {};
+    auto s = static_cast<cudaStream_t>(stream);
+    switch (type) {
+        case ElementType::float32:
+            forward_typed<float>(a, b, out, n, s);
+            break;
+        case ElementType::bfloat16:
+            forward_typed<__nv_bfloat16>(a, b, out, n, s);
+            break;
+        case ElementType::float16:
+            forward_typed<__half>(a, b, out, n, s);
+            break;
+    }
+    return last_error();
+}
+
+std::string launch_backward(ElementType type, const void* g, const void* a, const void* b, void* da,
+                            void* db, int64_t n, void* stream) {
+    if (n == 0) return {};
+    auto s = static_cast<cudaStream_t>(stream);
+    switch (type) {
+        case ElementType::float32:
+            backward_typed<float>(g, a, b, da, db, n, s);
+            break;
+        case ElementType::bfloat16:
+            backward_typed<__nv_bfloat16>(g, a, b, da, db, n, s);
+            break;
+        case ElementType::float16:
+            backward_typed<__half>(g, a, b, da, db, n, s);
+            break;
+    }
+    return last_error();
+}
+
+}  // namespace lathe::model::swiglu
