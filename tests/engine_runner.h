@@ -87,17 +87,29 @@ inline QMap<qint64, double> losses(const QMap<qint64, QJsonObject>& m) {
     return out;
 }
 
+/// The JSON header of a .lathe tensor file (engine/checkpoint/tensor_file.h); empty if unreadable.
+inline QJsonObject tensor_file_header(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return {};
+    QByteArray head = f.read(16);
+    if (head.size() < 16) return {};
+    quint64 hlen = 0;
+    memcpy(&hlen, head.constData() + 8, 8);
+    return QJsonDocument::fromJson(f.read(static_cast<qint64>(hlen))).object();
+}
+
+/// Each tensor's dtype by name ("float32", "bfloat16", ...).
+inline QMap<QString, QString> tensor_dtypes(const QString& path) {
+    QMap<QString, QString> out;
+    for (const auto& t : tensor_file_header(path).value("tensors").toArray())
+        out[t.toObject().value("name").toString()] = t.toObject().value("dtype").toString();
+    return out;
+}
+
 /// Per-tensor checksums of a Lathe tensor file (from its header), to compare weights exactly.
 inline QMap<QString, qint64> tensor_checksums(const QString& path) {
     QMap<QString, qint64> out;
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) return out;
-    QByteArray head = f.read(16);
-    if (head.size() < 16) return out;
-    quint64 hlen = 0;
-    memcpy(&hlen, head.constData() + 8, 8);
-    auto doc = QJsonDocument::fromJson(f.read(static_cast<qint64>(hlen)));
-    for (const auto& t : doc.object().value("tensors").toArray()) {
+    for (const auto& t : tensor_file_header(path).value("tensors").toArray()) {
         auto o = t.toObject();
         out[o.value("name").toString()] = o.value("crc32c").toInteger();
     }

@@ -213,6 +213,9 @@ void log_run_start(const config::ExperimentConfig& cfg, const RunOptions& opts,
               config::human_count(
                   static_cast<double>(model->num_flops_per_token(cfg.dataset.sequence_length))));
     std::string parallelism = tm.data_parallel().describe();
+    if (const auto copy = tm.compute_copy_dtype())
+        parallelism +=
+            std::string(", params in ") + c10::toString(*copy) + " (fp32 master weights)";
     if (env.layout().tp > 1)
         parallelism =
             (env.dp_size() > 1 ? parallelism + "; " : std::string()) + "tensor parallel over " +

@@ -684,7 +684,10 @@ struct DataParallelConfig {
                  "hsdp shards within groups of shard_degree ranks and replicates across groups.",
                  {}});
         v.field("param_dtype", param_dtype,
-                {"FSDP/HSDP: dtype of gathered parameters; null keeps model.dtype.", {}});
+                {"dtype the model computes in while fp32 master weights are trained: FSDP/HSDP's "
+                 "gathered parameters, or on one rank copies made once per optimizer step "
+                 "(gradients added to the masters' in fp32); null keeps model.dtype.",
+                 {}});
         v.field("reduce_dtype", reduce_dtype, {"dtype of gradient reductions.", {}});
         v.field("bucket_cap_mb", bucket_cap_mb,
                 {"DDP: gradient bucket size in MiB.", Bounds::positive()});

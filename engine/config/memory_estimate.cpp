@@ -40,6 +40,10 @@ struct Count {
 // stay float32 even when FSDP gathers them in bfloat16).
 constexpr int64_t kBytesPerParameter = 4 * 4;
 
+bool bf16_compute_params(const TrainModuleConfig& tm) {
+    return tm.dp_config.param_dtype && *tm.dp_config.param_dtype == DType::bfloat16;
+}
+
 // Bytes per token kept by one block for its backward pass, as engine/model/transformer.cpp runs
 // it: the linear layers' inputs (cast copies under autocast), the QK-norm's and the two RMSNorms'
 // float32 input and normalized output, SDPA's q, k, v, output and log-sum-exp, the output
@@ -53,7 +57,9 @@ BlockBytes block_bytes(const ExperimentConfig& cfg) {
     const auto& m = cfg.model;
     const auto& tm = cfg.train_module;
     const double tp = static_cast<double>(std::max<int64_t>(1, tm.tp_config.degree));
-    const double residual = m.dtype == DType::bfloat16 ? 2 : 4;
+    // bf16 compute copies (or FSDP's bf16 gathered parameters) put the residual stream in bf16.
+    const bool bf16_params = m.dtype == DType::bfloat16 || bf16_compute_params(tm);
+    const double residual = bf16_params ? 2 : 4;
     const bool autocast = tm.autocast_precision && *tm.autocast_precision != DType::float32;
     const double s = autocast ? 2 : residual;  // what linear layers compute in
     const double f = 4;                        // norms compute in float32
@@ -210,17 +216,24 @@ MemoryEstimate estimate_training_memory(const ExperimentConfig& cfg, int64_t wor
     if (cfg.dataset.generate_doc_lengths)  // the (B, 1, T, T) document mask, shared by the blocks
         per_token += static_cast<double>(cfg.dataset.sequence_length);
     const bool autocast = tm.autocast_precision && *tm.autocast_precision != DType::float32;
+    const bool low_logits = autocast || m.dtype == DType::bfloat16 || bf16_compute_params(tm);
     const double vocab = static_cast<double>(m.vocab_size) /
                          static_cast<double>(std::max<int64_t>(1, tm.tp_config.degree));
-    // The loss takes float32 logits (kept for its backward, which reuses them for the gradient);
-    // under autocast the LM head's bf16 output is there too while they are made.
-    const double logits_per_token = vocab * (4 + (autocast ? 2 : 0));
+    // The loss keeps the LM head's output in its own dtype for backward, which writes the
+    // gradient into it (bf16 logits are widened a block of rows at a time, never whole); the
+    // vocabulary-parallel loss takes an fp32 copy.
+    const bool parallel_loss = tm.tp_config.degree > 1 && tm.tp_config.loss_parallel;
+    const double logits_per_token = vocab * (low_logits ? 2 + (parallel_loss ? 4 : 0) : 4);
     e.activation_bytes = clamp_bytes(per_token * tokens);
     e.backward_bytes = clamp_bytes(backward_per_token * tokens);
     e.logits_bytes = clamp_bytes(logits_per_token * tokens);
+    // autocast's bf16 copies of the weights, kept for backward; or the compute copies (without
+    // FSDP, whose gathered copies live one unit at a time).
+    const bool copies = bf16_compute_params(tm) && layout.shard <= 1;
     e.weight_copy_bytes =
-        autocast ? clamp_bytes(static_cast<double>(e.parameters) * 2 / static_cast<double>(e.split))
-                 : 0;
+        autocast || copies
+            ? clamp_bytes(static_cast<double>(e.parameters) * 2 / static_cast<double>(e.split))
+            : 0;
     e.peak_bytes = clamp_bytes(
         static_cast<double>(e.bytes_per_rank) + static_cast<double>(e.activation_bytes) +
         std::max(static_cast<double>(e.logits_bytes), static_cast<double>(e.backward_bytes)) +

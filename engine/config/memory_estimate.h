@@ -21,7 +21,7 @@ struct MemoryEstimate {
     /// What activation checkpointing recomputes in backward (one block or module at a time). The
     /// logits are freed by then, so the peak counts the larger of this and logits_bytes.
     int64_t backward_bytes = 0;
-    int64_t weight_copy_bytes = 0;  ///< autocast's low-precision weight copies, kept for backward
+    int64_t weight_copy_bytes = 0;  ///< bf16 weight copies: autocast's, or dp_config.param_dtype's
     int64_t peak_bytes = 0;         ///< the expected peak per rank
     int64_t microbatch_tokens = 0;
     std::string ac_mode;

@@ -61,8 +61,19 @@ torch::Tensor Optimizer::step_skipped() const {
     return skipped_.defined() ? skipped_ : torch::zeros({});
 }
 
-void Optimizer::step() {
+bool Optimizer::skips_on_device(bool any_device) const {
+    if (!fused_) return false;
+    for (const auto& g : groups_)
+        if (!g.params.empty() && !(any_device || g.params.front().is_cuda())) return false;
+    return true;
+}
+
+void Optimizer::step(const torch::Tensor& found_inf) {
     torch::NoGradGuard no_grad;
+    // Without the fused kernel, whoever asks for a device-side skip pays a host read here.
+    if (found_inf.defined() && !skips_on_device(/*any_device=*/true) &&
+        found_inf.item<float>() != 0)
+        return;
     torch::Tensor factor;
     if (skip_) {
         factor = step_factor();
@@ -71,8 +82,8 @@ void Optimizer::step() {
         factor = torch::tensor(1.0f);  // plain Lion: OLMo-core's per-parameter step_factor of 1
     }
     for (auto& g : groups_) {
-        if (fused_ && !g.params.empty() && g.params.front().is_cuda()) {
-            fused_adamw(g);
+        if (fused_ && !g.params.empty() && (g.params.front().is_cuda() || found_inf.defined())) {
+            fused_adamw(g, found_inf);
             continue;
         }
         for (auto& p : g.params) {
@@ -117,7 +128,7 @@ void Optimizer::adamw(ParamGroup& g, torch::Tensor& p, State& s) {
 // torch.optim.AdamW(fused=True): the same update as adamw() for every parameter of the group in
 // one kernel; its bias corrections are computed in fp32 on the device from a step tensor per
 // parameter (torch's state_steps), which s.step holds, kept equal to s.steps.
-void Optimizer::fused_adamw(ParamGroup& g) {
+void Optimizer::fused_adamw(ParamGroup& g, const torch::Tensor& found_inf) {
     std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
     for (auto& p : g.params) {
         if (!p.grad().defined()) continue;
@@ -130,6 +141,7 @@ void Optimizer::fused_adamw(ParamGroup& g) {
             s.step = torch::full({}, static_cast<float>(s.steps),
                                  torch::TensorOptions().dtype(torch::kFloat32).device(p.device()));
         s.steps += 1;
+        s.counted_on_device = true;
         params.push_back(p);
         grads.push_back(p.grad());
         exp_avgs.push_back(s.exp_avg);
@@ -137,19 +149,27 @@ void Optimizer::fused_adamw(ParamGroup& g) {
         steps.push_back(s.step);
     }
     if (params.empty()) return;
-    fused_adamw_step(params, grads, exp_avgs, exp_avg_sqs, steps, g);
+    fused_adamw_step(params, grads, exp_avgs, exp_avg_sqs, steps, g,
+                     found_inf.defined() ? found_inf.to(params.front().device()) : found_inf);
 }
 
 void fused_adamw_step(const std::vector<torch::Tensor>& params,
                       const std::vector<torch::Tensor>& grads,
                       const std::vector<torch::Tensor>& exp_avgs,
                       const std::vector<torch::Tensor>& exp_avg_sqs,
-                      const std::vector<torch::Tensor>& steps, const ParamGroup& g) {
+                      const std::vector<torch::Tensor>& steps, const ParamGroup& g,
+                      const torch::Tensor& found_inf) {
     torch::NoGradGuard no_grad;
     torch::_foreach_add_(steps, 1);
+    std::optional<torch::Tensor> inf;
+    if (found_inf.defined()) inf = found_inf;
     at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, g.lr,
                       g.beta1, g.beta2, g.weight_decay, g.eps, /*amsgrad=*/false,
-                      /*maximize=*/false, /*grad_scale=*/std::nullopt, /*found_inf=*/std::nullopt);
+                      /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+    // A skipped update does not count (torch.optim.AdamW undoes the increment the same way).
+    if (inf)
+        torch::_foreach_sub_(steps,
+                             std::vector<torch::Tensor>(steps.size(), found_inf.reshape({})));
 }
 
 // OLMo-core's foreach_adamw_step (SkipStepAdamW's default), one tensor at a time.
@@ -208,7 +228,9 @@ std::map<std::string, torch::Tensor> Optimizer::state(const torch::Tensor& param
     out["exp_avg"] = s.exp_avg;
     if (adam_) {
         out["exp_avg_sq"] = s.exp_avg_sq;
-        const int64_t steps = name_ == OptimizerName::skip_step_adamw
+        // The device's count where there is one: skip-step AdamW's, and fused AdamW's (whose
+        // device-side skips the host never sees).
+        const int64_t steps = name_ == OptimizerName::skip_step_adamw || s.counted_on_device
                                   ? static_cast<int64_t>(std::llround(s.step.item<double>()))
                                   : s.steps;
         out["step"] = torch::tensor({steps}, torch::kInt64);

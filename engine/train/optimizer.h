@@ -40,7 +40,14 @@ public:
     /// 1 when the last step() was skipped, else 0 (a tensor: reading it waits for the device).
     torch::Tensor step_skipped() const;
 
-    void step();
+    /// One update of every group. `found_inf`, when given, is a one-element fp32 tensor on the
+    /// parameters' device, 1 to skip this update (a non-finite gradient norm) and 0 to make it:
+    /// the fused AdamW kernel reads it on the device, so the host never waits for the norm (the
+    /// step counters are restored as torch's GradScaler path does); other optimizers read it.
+    void step(const torch::Tensor& found_inf = {});
+    /// Whether step(found_inf) decides on the device, without a host sync: fused AdamW with its
+    /// parameters on CUDA (or on any device when `any_device`, ATen's CPU kernel included).
+    bool skips_on_device(bool any_device = false) const;
     void zero_grad();
 
     /// The state kept per parameter, by name: per-element tensors shaped like the parameter, and
@@ -60,13 +67,15 @@ public:
 private:
     struct State {
         torch::Tensor exp_avg, exp_avg_sq;
-        torch::Tensor step;  ///< float32 scalar on the device (skip-step AdamW counts un-skipped)
-        int64_t steps = 0;   ///< AdamW
+        torch::Tensor step;  ///< float32 scalar on the device (skip-step AdamW counts un-skipped;
+                             ///< fused AdamW: the count, which a device-side skip does not advance)
+        int64_t steps = 0;   ///< AdamW (fused: the updates launched, skipped or not)
+        bool counted_on_device = false;  ///< fused AdamW stepped it: `step` is the count
     };
     torch::Tensor step_factor();
     void adamw(ParamGroup& g, torch::Tensor& p, State& s);
     /// optim.fused on CUDA: the group's AdamW update as torch's fused multi-tensor kernel.
-    void fused_adamw(ParamGroup& g);
+    void fused_adamw(ParamGroup& g, const torch::Tensor& found_inf);
     void skip_step_adamw(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
     void lion(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
 
@@ -90,6 +99,7 @@ void fused_adamw_step(const std::vector<torch::Tensor>& params,
                       const std::vector<torch::Tensor>& grads,
                       const std::vector<torch::Tensor>& exp_avgs,
                       const std::vector<torch::Tensor>& exp_avg_sqs,
-                      const std::vector<torch::Tensor>& steps, const ParamGroup& g);
+                      const std::vector<torch::Tensor>& steps, const ParamGroup& g,
+                      const torch::Tensor& found_inf = {});
 
 }  // namespace lathe::train

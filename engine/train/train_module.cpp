@@ -1,6 +1,7 @@
 #include "engine/train/train_module.h"
 
 #include "engine/model/tensor_parallel.h"
+#include "engine/train/compute_copies.h"
 #include "engine/train/data_parallel.h"
 #include "engine/train/fsdp.h"
 #include "engine/train/scheduler.h"
@@ -10,6 +11,9 @@
 #include "engine/util/error.h"
 #include "engine/util/glob.h"
 #include "engine/util/log.h"
+
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -159,20 +163,57 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
         for (std::size_t g = 0; g < groups.size(); ++g) groups[g].params = shards[g];
         dp_ = std::move(wrapper);
     } else {
-        for (auto& p : model_->named_parameters())
-            groups[static_cast<std::size_t>(group_of(p.key()))].params.push_back(p.value());
+        // dp_config.param_dtype without FSDP: the model computes in copies of that dtype; the
+        // optimizer, clipping and checkpoints see the fp32 masters.
+        if (cfg_.dp_config.param_dtype && *cfg_.dp_config.param_dtype != config::DType::float32) {
+            if (env.dp_size() > 1)
+                throw Error(
+                    "train_module.dp_config.param_dtype: DDP over " +
+                    std::to_string(env.dp_size()) +
+                    " ranks reduces the model's own gradients and has no compute copies; use "
+                    "dp_config.name=fsdp (or hsdp), or unset param_dtype and use "
+                    "autocast_precision");
+            if (cfg.model.dtype != config::DType::float32)
+                throw Error(
+                    "train_module.dp_config.param_dtype: bf16 compute copies need fp32 "
+                    "master weights (model.dtype=float32), not model.dtype=" +
+                    config::enum_to_string(cfg.model.dtype));
+            std::vector<std::pair<std::string, torch::Tensor>> named;
+            for (auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
+            copies_ = std::make_unique<ComputeCopies>(named, torch::kBFloat16);
+        }
+        for (const auto& [name, p] : trained_parameters())
+            groups[static_cast<std::size_t>(group_of(name))].params.push_back(p);
         if (env.dp_size() > 1) {
             dp_ = std::make_unique<DistributedDataParallel>(model_->parameters(), env.dp_group(),
                                                             cfg_.dp_config);
         } else {
             dp_ = std::make_unique<NoDataParallel>();
         }
-        dp_->set_grad_params(model_->parameters());
+        dp_->set_grad_params(copies_ ? copies_->master_tensors() : model_->parameters());
     }
     optim_ = std::make_unique<Optimizer>(cfg_.optim, std::move(groups));
+    // No host sync in the step where the optimizer can skip on the device: fused AdamW on CUDA.
+    // LATHE_SYNC_FREE_STEP=1 takes that path on any device (ATen's CPU kernel), for the tests.
+    const char* force = std::getenv("LATHE_SYNC_FREE_STEP");
+    sync_free_ = optim_->skips_on_device(force && std::string(force) == "1") &&
+                 (env.device().is_cuda() || (force && std::string(force) == "1"));
 }
 
 TransformerTrainModule::~TransformerTrainModule() = default;
+
+std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::trained_parameters()
+    const {
+    if (copies_) return copies_->masters();
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (const auto& p : model_->named_parameters()) out.emplace_back(p.key(), p.value());
+    return out;
+}
+
+std::optional<torch::ScalarType> TransformerTrainModule::compute_copy_dtype() const {
+    if (!copies_) return std::nullopt;
+    return copies_->dtype();
+}
 
 void TransformerTrainModule::pre_train(const data::DataLoader& loader) {
     const int64_t rank_tokens = loader.rank_batch_size();
@@ -263,6 +304,7 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
         if (trainer_->global_step() == inject_nan_step_)
             out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
         out.loss.backward();
+        if (copies_) copies_->accumulate_grads();
         ce_total += out.ce_loss;
         if (out.z_loss.defined()) z_total = z_total.defined() ? z_total + out.z_loss : out.z_loss;
     }
@@ -298,7 +340,14 @@ void TransformerTrainModule::optim_step() {
         torch::zeros({}, torch::TensorOptions().device(env_.device()).dtype(torch::kFloat32));
     const int64_t tp = model_->tp.degree;
     if (tp == 1) {
-        for (const auto& g : grads) total += g.to(torch::kFloat32).pow(2).sum();
+        if (env_.device().is_cuda() && !grads.empty() && grads.front().is_cuda()) {
+            // Two launches for every gradient together (torch's clip_grad_norm_ on CUDA) instead
+            // of four per gradient: the step is launch-bound at small sizes.
+            auto norms = torch::_foreach_norm(grads, 2, torch::kFloat32);
+            total = torch::stack(norms).pow(2).sum();
+        } else {
+            for (const auto& g : grads) total += g.to(torch::kFloat32).pow(2).sum();
+        }
         dp_->reduce_grad_norm_sq(total);
     } else {
         // Tensor parallelism: a split parameter's slices are summed over the TP group; a
@@ -310,14 +359,18 @@ void TransformerTrainModule::optim_step() {
         if (fsdp_) {
             total = fsdp_->weighted_grad_norm_sq(weight);
         } else {
-            for (auto& p : model_->named_parameters())
-                if (p.value().grad().defined())
-                    total += p.value().grad().to(torch::kFloat32).pow(2).sum() * weight(p.key());
+            for (const auto& [name, p] : trained_parameters())
+                if (p.grad().defined())
+                    total += p.grad().to(torch::kFloat32).pow(2).sum() * weight(name);
         }
         dp_->reduce_grad_norm_sq(total);
         env_.tp_group().all_reduce(total);
     }
     total = total.sqrt();
+    if (sync_free_) {
+        sync_free_optim_step(total, grads);
+        return;
+    }
     const double norm = total.item<double>();
     const bool finite = std::isfinite(norm);
     // OLMo-core records the norm only when it clips (torch's clip_grads_with_norm_: the factor is
@@ -327,20 +380,11 @@ void TransformerTrainModule::optim_step() {
         optim_->set_latest_grad_norm(total);
         if (finite) {
             auto coef = (*cfg_.max_grad_norm / (total + 1e-6)).clamp_max(1.0);
-            for (auto& g : grads) g.mul_(coef);
+            if (!grads.empty()) torch::_foreach_mul_(grads, coef);
         }
     }
-    // LR for this step (OLMo-core sets it at the start of optim_step for the 1-based global step).
+    set_learning_rates();
     auto& tr = *trainer_;
-    const bool tokens = cfg_.scheduler.units == config::SchedulerUnits::tokens;
-    const int64_t current = tokens ? tr.global_train_tokens_seen() : tr.global_step();
-    const int64_t t_max = tokens ? tr.max_tokens() : tr.max_steps();
-    auto& groups = optim_->groups();
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-        const double lr = scheduler_lr(cfg_.scheduler, groups[g].initial_lr, current, t_max);
-        groups[g].lr = lr;
-        trainer_->record_metric("optim/LR (group " + std::to_string(g) + ")", lr, std::nullopt);
-    }
     if (!finite) {
         switch (non_finite_action_) {
             case config::StabilityAction::stop:
@@ -353,6 +397,7 @@ void TransformerTrainModule::optim_step() {
                     "(non_finite_grads=warn)",
                     std::isnan(norm) ? "nan" : "inf", tr.global_step());
                 optim_->step();
+                if (copies_) copies_->refresh();
                 return;
             case config::StabilityAction::skip:
                 log::warn("non-finite gradient norm ({}) at step {}; skipping the optimizer step",
@@ -365,8 +410,85 @@ void TransformerTrainModule::optim_step() {
         return;
     }
     optim_->step();
+    if (copies_) copies_->refresh();
     if (optim_->skips_steps())
         trainer_->record_metric("optim/step skipped", optim_->step_skipped(), std::nullopt);
+}
+
+void TransformerTrainModule::set_learning_rates() {
+    // LR for this step (OLMo-core sets it at the start of optim_step for the 1-based global step).
+    auto& tr = *trainer_;
+    const bool tokens = cfg_.scheduler.units == config::SchedulerUnits::tokens;
+    const int64_t current = tokens ? tr.global_train_tokens_seen() : tr.global_step();
+    const int64_t t_max = tokens ? tr.max_tokens() : tr.max_steps();
+    auto& groups = optim_->groups();
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        const double lr = scheduler_lr(cfg_.scheduler, groups[g].initial_lr, current, t_max);
+        groups[g].lr = lr;
+        trainer_->record_metric("optim/LR (group " + std::to_string(g) + ")", lr, std::nullopt);
+    }
+}
+
+// The step without a host sync (fused AdamW on CUDA): the gradients are clipped only when the norm
+// is finite, and the fused kernel skips the update when it is not, both decided on the device.
+// What the host must know (to warn, or to stop) it learns one step later from a copy of the norm
+// made without waiting, by when the device has long computed it.
+void TransformerTrainModule::sync_free_optim_step(const torch::Tensor& total,
+                                                  std::vector<torch::Tensor>& grads) {
+    const auto finite = torch::isfinite(total);
+    if (cfg_.max_grad_norm) {
+        trainer_->record_metric("optim/total grad norm", total, std::nullopt);
+        optim_->set_latest_grad_norm(total);
+        auto coef = torch::where(finite, (*cfg_.max_grad_norm / (total + 1e-6)).clamp_max(1.0),
+                                 torch::ones_like(total));
+        if (!grads.empty()) torch::_foreach_mul_(grads, coef);
+    }
+    set_learning_rates();
+    check_previous_norm();
+    const auto skipped = finite.logical_not().to(torch::kFloat32);
+    const bool step_anyway = non_finite_action_ == config::StabilityAction::warn;
+    optim_->step(step_anyway ? torch::Tensor() : skipped.reshape({1}));
+    if (copies_) copies_->refresh();
+    trainer_->record_metric("optim/step skipped", skipped, std::nullopt);
+    // The norm's host copy, made when the device gets there; read at the next step.
+    pending_norm_ = std::make_shared<PendingNorm>();
+    pending_norm_->step = trainer_->global_step();
+    pending_norm_->host = torch::empty(
+        {}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(total.is_cuda()));
+    pending_norm_->host.copy_(total, /*non_blocking=*/true);
+    if (!total.is_cpu()) {
+        c10::impl::VirtualGuardImpl impl(total.device().type());
+        pending_norm_->event = std::make_unique<c10::Event>(total.device().type());
+        pending_norm_->event->record(impl.getStream(total.device()));
+    }
+}
+
+void TransformerTrainModule::check_previous_norm() {
+    if (!pending_norm_) return;
+    const auto pending = std::move(pending_norm_);
+    if (pending->event) pending->event->synchronize();
+    const double norm = pending->host.item<double>();
+    if (std::isfinite(norm)) return;
+    const char* what = std::isnan(norm) ? "nan" : "inf";
+    switch (non_finite_action_) {
+        case config::StabilityAction::stop:
+            throw Error("non-finite gradient norm (" + std::string(what) + ") at step " +
+                        std::to_string(pending->step) + " (its update was skipped)");
+        case config::StabilityAction::warn:
+            log::warn(
+                "non-finite gradient norm ({}) at step {}; stepped anyway "
+                "(non_finite_grads=warn)",
+                what, pending->step);
+            return;
+        case config::StabilityAction::skip:
+            log::warn("non-finite gradient norm ({}) at step {}; the optimizer step was skipped",
+                      what, pending->step);
+            return;
+    }
+}
+
+void TransformerTrainModule::finish_steps() {
+    if (sync_free_) check_previous_norm();
 }
 
 void TransformerTrainModule::zero_grads() {
@@ -455,9 +577,9 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerTrainModule::state
     }
     for (auto& h : optim_->history()) out.push_back(std::move(h));
     std::map<const void*, std::string> names;
-    for (auto& p : model_->named_parameters()) {
-        out.emplace_back("model." + p.key(), p.value().detach());
-        names[p.value().unsafeGetTensorImpl()] = p.key();
+    for (const auto& [name, p] : trained_parameters()) {
+        out.emplace_back("model." + name, p.detach());
+        names[p.unsafeGetTensorImpl()] = name;
     }
     for (auto& group : optim_->groups()) {
         for (auto& p : group.params) {
@@ -478,12 +600,11 @@ std::map<std::string, torch::Tensor> TransformerTrainModule::full_model_paramete
     }
     if (model_->tp.active()) {
         std::vector<std::pair<std::string, torch::Tensor>> local;
-        for (auto& p : model_->named_parameters())
-            local.emplace_back("model." + p.key(), p.value());
+        for (const auto& [name, p] : trained_parameters()) local.emplace_back("model." + name, p);
         for (auto& [name, t] : gather_tp(std::move(local))) out.emplace(name.substr(6), t);
         return out;
     }
-    for (auto& p : model_->named_parameters()) out.emplace(p.key(), p.value());
+    for (const auto& [name, p] : trained_parameters()) out.emplace(name, p);
     return out;
 }
 
@@ -500,11 +621,13 @@ void TransformerTrainModule::load_state_tensors(const std::map<std::string, torc
         fsdp_->load_full_state(tensors, load_optim ? optim_.get() : nullptr);
         return;
     }
-    for (auto& p : model_->named_parameters())
-        p.value().copy_(checkpoint_tensor(tensors, "model." + p.key(), p.value().sizes()));
+    const auto params = trained_parameters();
+    for (const auto& [name, p] : params)
+        p.copy_(checkpoint_tensor(tensors, "model." + name, p.sizes()));
+    if (copies_) copies_->refresh();
     if (!load_optim) return;
     std::map<const void*, std::string> names;
-    for (auto& p : model_->named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
+    for (const auto& [name, p] : params) names[p.unsafeGetTensorImpl()] = name;
     for (auto& group : optim_->groups()) {
         for (auto& p : group.params) {
             auto st = saved_optimizer_state(

@@ -9,6 +9,7 @@
 #include "engine/stateful/stateful.h"
 #include "engine/train/optimizer.h"
 
+#include <c10/core/Event.h>
 #include <torch/torch.h>
 
 #include <memory>
@@ -18,6 +19,7 @@ namespace lathe::train {
 class Trainer;
 class DataParallel;
 class FullyShardedDataParallel;
+class ComputeCopies;
 
 class TransformerTrainModule : public checkpoint::Stateful {
 public:
@@ -30,8 +32,12 @@ public:
 
     /// Forward and backward of one rank batch, split into micro-batches; records train/CE loss.
     void train_batch(const data::Batch& batch);
-    /// Clips gradients, sets the LR, steps the optimizer; records optim/* metrics.
+    /// Clips gradients, sets the LR, steps the optimizer; records optim/* metrics. With fused
+    /// AdamW on CUDA it never waits for the device: a non-finite norm skips the update there, and
+    /// the host warns (or stops, non_finite_grads=stop) one step later.
     void optim_step();
+    /// After the last step: the checks optim_step left for the next one (may throw, as a stop).
+    void finish_steps();
     void zero_grads();
     /// Held-out loss of one batch: (sum of CE over tokens, number of tokens).
     std::pair<double, int64_t> eval_batch(const data::Batch& batch);
@@ -58,7 +64,18 @@ public:
     void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors,
                             bool load_optim) override;
 
+    /// The parameters the optimizer updates and checkpoints hold, by name, in the model's order:
+    /// the model's own, or their fp32 masters when it computes in copies (dp_config.param_dtype
+    /// without FSDP). Not used under FSDP, whose shards are the trained tensors.
+    std::vector<std::pair<std::string, torch::Tensor>> trained_parameters() const;
+    /// The dtype the model's parameters are copied to for compute, if they are (without FSDP).
+    std::optional<torch::ScalarType> compute_copy_dtype() const;
+
 private:
+    void set_learning_rates();
+    void sync_free_optim_step(const torch::Tensor& total, std::vector<torch::Tensor>& grads);
+    void check_previous_norm();
+
     /// Tensor parallelism: whole tensors from this rank's slices (state_tensors' names), gathered
     /// over the TP group by the ranks that keep them; and the reverse, this rank's slices of whole
     /// tensors.
@@ -75,6 +92,14 @@ private:
     std::unique_ptr<Optimizer> optim_;
     std::unique_ptr<DataParallel> dp_;
     FullyShardedDataParallel* fsdp_ = nullptr;  // dp_ when sharded
+    std::unique_ptr<ComputeCopies> copies_;     // dp_config.param_dtype without FSDP
+    bool sync_free_ = false;                    // optim_step without a host sync
+    struct PendingNorm {
+        int64_t step = 0;
+        torch::Tensor host;                 ///< the norm, copied without waiting
+        std::unique_ptr<c10::Event> event;  ///< when the copy is done (none on the CPU)
+    };
+    std::shared_ptr<PendingNorm> pending_norm_;  // the last step's norm, checked at the next
     config::StabilityAction non_finite_action_ = config::StabilityAction::skip;
     int64_t inject_nan_step_ = -1;
     int64_t inject_nan_loss_step_ = -1;  // LATHE_INJECT_NAN_LOSS=STEP

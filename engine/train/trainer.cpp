@@ -16,6 +16,8 @@
 #include "engine/util/torch_error.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <unistd.h>
 #include <algorithm>
@@ -307,8 +309,9 @@ void Trainer::flush_metrics(bool before_current_step) {
         }
         types = reduce_types_;
     }
-    // One transfer for everything on the device (the only host-device sync of a flush); metrics
-    // recorded as host values are read directly.
+    // One transfer for everything on the device, started here without waiting for it: the
+    // bookkeeping thread waits for it (a CUDA event) before it reads the values, so the training
+    // thread never stalls on the device. Metrics recorded as host values are read directly.
     std::vector<metrics::LocalMetric> local;
     std::vector<torch::Tensor> on_device;
     std::vector<std::size_t> device_slots;
@@ -323,12 +326,28 @@ void Trainer::flush_metrics(bool before_current_step) {
             }
         }
     }
+    torch::Tensor host;
+    std::shared_ptr<c10::Event> copied;
     if (!on_device.empty()) {
-        auto all = torch::cat(on_device).to(torch::kCPU).contiguous();
-        const double* p = all.data_ptr<double>();
-        for (std::size_t i = 0; i < device_slots.size(); ++i) local[device_slots[i]].value = p[i];
+        auto all = torch::cat(on_device);
+        const bool cuda = all.is_cuda();
+        host = torch::empty(all.sizes(),
+                            torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(cuda));
+        host.copy_(all, /*non_blocking=*/cuda);
+        if (!all.is_cpu()) {
+            c10::impl::VirtualGuardImpl impl(all.device().type());
+            copied = std::make_shared<c10::Event>(all.device().type());
+            copied->record(impl.getStream(all.device()));
+        }
     }
-    bookkeeper_->submit("reduce metrics", [this, local = std::move(local)] {
+    bookkeeper_->submit("reduce metrics", [this, local = std::move(local), host, copied,
+                                           device_slots = std::move(device_slots)]() mutable {
+        if (copied) copied->synchronize();
+        if (host.defined()) {
+            const double* p = host.data_ptr<double>();
+            for (std::size_t i = 0; i < device_slots.size(); ++i)
+                local[device_slots[i]].value = p[i];
+        }
         auto reduced = metrics::reduce_metrics(local, env_.bookkeeping_group());
         for (auto& [step, m] : reduced) {
             metrics::check_and_derive(step, m);
@@ -482,6 +501,7 @@ void Trainer::fit() {
         train_module_.pre_train(data_loader_);
         if (!canceled_) {
             while (!training_complete()) fit_epoch();
+            train_module_.finish_steps();
         }
         for_each_callback([](Callback& c) { c.post_train(); });
     } catch (const std::exception& e) {

@@ -55,6 +55,8 @@ say "$("$E" --version) on $DEV"
 # Every fusion off: the reference path the fused one is checked and timed against.
 UNFUSED=(model.fused.rms_norm=false model.fused.rope=false model.fused.swiglu=false
          model.fused.residual_norm=false train_module.optim.fused=false)
+# bf16 compute copies of fp32 master weights (dp_config.param_dtype) instead of autocast.
+COPIES=(train_module.autocast_precision=null train_module.dp_config.param_dtype=bfloat16)
 
 record() { # record KIND JSON-FIELDS: one line of results
   printf '{"kind": "%s", %s}\n' "$1" "$2" >>"$RES"
@@ -111,6 +113,8 @@ train bf16 "${common[@]}" launch.device=$DEV $DTYPE \
   && compare "bf16 autocast ~ fp32" fp32 bf16 3e-2
 train bf16_unfused "${common[@]}" launch.device=$DEV $DTYPE "${UNFUSED[@]}" \
   && compare "fused = unfused (bf16)" bf16_unfused bf16 1e-2
+train copies "${common[@]}" launch.device=$DEV "${COPIES[@]}" \
+  && compare "bf16 compute copies ~ fp32" fp32 copies 3e-2
 half=$((CHECK_STEPS / 2))
 if train resume "${common[@]}" launch.device=$DEV $DTYPE trainer.callbacks.checkpointer.save_interval=$half; then
   rm -rf "$LATHE_RUNS_DIR/resumed"
@@ -167,6 +171,7 @@ say "speed"
 for m in "${MODELS[@]}"; do
   bench lathe "$m"
   bench lathe-unfused "$m" "${UNFUSED[@]}"
+  bench lathe-bf16-copies "$m" "${COPIES[@]}"
 done
 # The peers last, each only while the call's time allows (LATHE_DEVICE_BUDGET_S, default 6
 # minutes from the start): a slow compile must not cost the figures above.
@@ -183,6 +188,12 @@ for m in "${MODELS[@]}"; do
       peer olmo-core-eager "$m" olmo_core_gpu.py --model "$m"
     fi
   fi
+done
+
+# fp32 last (bf16 must beat it at every size), while the budget allows.
+for m in "${MODELS[@]}"; do
+  if (($(date +%s) - T0 > BUDGET)); then say "fp32 bench of $m skipped: past the ${BUDGET} s budget"; continue; fi
+  bench lathe-fp32 "$m" train_module.autocast_precision=null
 done
 
 # ---- summary -------------------------------------------------------------------------------------

@@ -71,8 +71,8 @@ std::unique_ptr<Callback> make_control_channel(const std::string& socket_path);
 /// Peak FLOP/s of one device for `dtype`, measured with a square matrix product (1024 on a CPU,
 /// 8192 on a GPU) for about 0.3 s.
 double measure_peak_flops(const torch::Device& device, torch::ScalarType dtype);
-/// The dtype the model's matrix products run in: autocast's, else FSDP's param_dtype, else the
-/// model's.
+/// The dtype the model's matrix products run in: autocast's, else dp_config.param_dtype (FSDP's
+/// gathered parameters, or one rank's compute copies), else the model's.
 torch::ScalarType compute_dtype(const config::ExperimentConfig& cfg);
 /// The peak MFU is measured against: that of the fastest dtype the run computes in, the compute
 /// dtype or fp32 (which the loss, norms and optimizer always use). A run in bf16 on a CPU, whose

@@ -24,8 +24,9 @@ torch::ScalarType compute_dtype(const config::ExperimentConfig& cfg) {
     };
     const auto& tm = cfg.train_module;
     if (tm.autocast_precision) return scalar(*tm.autocast_precision);
-    if (tm.dp_config.name == config::DataParallelType::fsdp && tm.dp_config.param_dtype &&
-        cfg.launch.nproc > 1) {
+    // param_dtype: FSDP's gathered parameters, or on one rank the compute copies.
+    if (tm.dp_config.param_dtype &&
+        (tm.dp_config.name != config::DataParallelType::ddp || cfg.launch.nproc == 1)) {
         return scalar(*tm.dp_config.param_dtype);
     }
     return scalar(cfg.model.dtype);

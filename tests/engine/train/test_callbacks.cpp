@@ -97,30 +97,61 @@ private Q_SLOTS:
         QCOMPARE(resumed, straight);
     }
 
+    // non_finite_grads, on the host-synced step and on the sync-free one (fused AdamW deciding
+    // on the device, as on CUDA; LATHE_SYNC_FREE_STEP=1 takes it on the CPU): the same step is
+    // skipped, the same losses follow, and stop names the step whose norm was non-finite.
     void stabilityMonitor_data() {
         QTest::addColumn<QString>("action");
         QTest::addColumn<int>("exit_code");
-        QTest::newRow("skip") << "skip" << 0;
-        QTest::newRow("stop") << "stop" << 1;
+        QTest::addColumn<bool>("syncFree");
+        QTest::newRow("skip") << "skip" << 0 << false;
+        QTest::newRow("stop") << "stop" << 1 << false;
+        QTest::newRow("skip, sync-free") << "skip" << 0 << true;
+        QTest::newRow("stop, sync-free") << "stop" << 1 << true;
     }
 
     void stabilityMonitor() {
         QFETCH(QString, action);
         QFETCH(int, exit_code);
-        QString run = "nan-" + action;
+        QFETCH(bool, syncFree);
+        QString run = "nan-" + action + (syncFree ? "-sync-free" : "");
+        QMap<QString, QString> env{{"LATHE_INJECT_NAN_STEP", "5"}};
+        if (syncFree) env.insert("LATHE_SYNC_FREE_STEP", "1");
         auto r = run_engine(
             args(run, {"trainer.max_duration=10steps", "trainer.metrics_collect_interval=1",
                        "trainer.callbacks.stability_monitor.non_finite_grads=" + action}),
-            runs(), {{"LATHE_INJECT_NAN_STEP", "5"}});
+            runs(), env);
         QCOMPARE(r.exit_code, exit_code);
         QVERIFY2(r.output.contains("non-finite gradient norm (nan) at step 5"),
                  qPrintable(r.output));
+        auto m = read_metrics(folder(run) + "/metrics.jsonl");
         if (action == "skip") {
-            auto m = read_metrics(folder(run) + "/metrics.jsonl");
             QCOMPARE(m[5].value("optim/step skipped").toDouble(), 1.0);
-            QVERIFY(!m[4].contains("optim/step skipped"));
+            if (syncFree)  // recorded every step, from the device
+                QCOMPARE(m[4].value("optim/step skipped").toDouble(), 0.0);
+            else
+                QVERIFY(!m[4].contains("optim/step skipped"));
             QVERIFY(std::isfinite(m[10].value("train/CE loss").toDouble()));
         }
+        if (!syncFree) return;
+        // The host-synced run of the same action is the reference: skipping on the device skips
+        // the same update (fused AdamW's kernel against the reference update: 1e-5).
+        const auto ref = losses(read_metrics(folder("nan-" + action) + "/metrics.jsonl"));
+        const auto got = losses(m);
+        QVERIFY(!ref.isEmpty());
+        if (action == "stop") {
+            // The host learns of step 5's norm at step 6, and stops there.
+            QCOMPARE(got.lastKey(), ref.lastKey() + 1);
+            QVERIFY2(r.output.contains("training failed at step 6"), qPrintable(r.output));
+        } else {
+            QCOMPARE(got.keys(), ref.keys());
+        }
+        for (auto it = ref.begin(); it != ref.end(); ++it)
+            QVERIFY2(std::fabs(got[it.key()] - it.value()) <= 1e-5 * std::fabs(it.value()),
+                     qPrintable(QString("step %1: %2 vs %3")
+                                    .arg(it.key())
+                                    .arg(got[it.key()], 0, 'g', 10)
+                                    .arg(it.value(), 0, 'g', 10)));
     }
 
     // A non-finite train/CE loss stops the run with an error naming the step (the gradients are

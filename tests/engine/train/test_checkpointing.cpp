@@ -19,33 +19,41 @@ private Q_SLOTS:
         QTest::addColumn<QString>("launcher");  // "" = one process, else --nproc value
         QTest::addColumn<QString>("dp");
         QTest::addColumn<QString>("optim");
+        QTest::addColumn<QStringList>("extra");
         QTest::newRow("1 rank") << ""
                                 << "ddp"
-                                << "adamw";
+                                << "adamw" << QStringList{};
         QTest::newRow("2 ranks ddp") << "2"
                                      << "ddp"
-                                     << "adamw";
+                                     << "adamw" << QStringList{};
         QTest::newRow("2 ranks fsdp") << "2"
                                       << "fsdp"
-                                      << "adamw";
+                                      << "adamw" << QStringList{};
         // The skip-step history is part of the checkpoint: a window of 6 and sigma 1 make it skip
         // some steps.
         QTest::newRow("1 rank skip_step_adamw") << ""
                                                 << "ddp"
-                                                << "skip_step_adamw";
+                                                << "skip_step_adamw" << QStringList{};
         QTest::newRow("2 ranks fsdp skip_step_adamw") << "2"
                                                       << "fsdp"
-                                                      << "skip_step_adamw";
+                                                      << "skip_step_adamw" << QStringList{};
         QTest::newRow("2 ranks fsdp lion") << "2"
                                            << "fsdp"
-                                           << "lion";
+                                           << "lion" << QStringList{};
+        // bf16 compute copies on one rank: the checkpoint holds the fp32 masters, and the copies
+        // made from them on resume are the ones the uninterrupted run computed with.
+        QTest::newRow("1 rank bf16 compute copies")
+            << ""
+            << "ddp"
+            << "adamw" << QStringList{"train_module.dp_config.param_dtype=bfloat16"};
     }
 
     void exactResume() {
         QFETCH(QString, launcher);
         QFETCH(QString, dp);
         QFETCH(QString, optim);
-        auto cmd = [&](const QString& run, const QStringList& extra) {
+        QFETCH(QStringList, extra);
+        auto cmd = [&](const QString& run, const QStringList& more) {
             QStringList a = args(
                 run,
                 QStringList{"trainer.max_duration=40steps", "trainer.metrics_collect_interval=1",
@@ -53,14 +61,15 @@ private Q_SLOTS:
                             "train_module.dp_config.name=" + dp, "train_module.optim.name=" + optim,
                             "train_module.optim.rolling_interval_length=6",
                             "train_module.optim.sigma_factor=1"} +
-                    extra);
+                    extra + more);
             if (!launcher.isEmpty()) {
                 a.removeFirst();
                 a = QStringList{"launch", "--nproc", launcher} + a;
             }
             return a;
         };
-        QString one = "once" + launcher + dp + optim, two = "twice" + launcher + dp + optim;
+        const QString tag = launcher + dp + optim + QString::number(extra.size());
+        QString one = "once" + tag, two = "twice" + tag;
         // Skip-step runs skip at steps 35 and 36: stopped at 30, their decision needs the
         // history from before the resume.
         const bool skip = optim.startsWith("skip_step");

@@ -1,5 +1,5 @@
 // Training runs of the real lathe-engine: golden losses, learning, durations, optimizers and
-// schedules, bf16 autocast, activation checkpointing, load key mapping.
+// schedules, bf16 autocast and compute copies, activation checkpointing, load key mapping.
 #include "tests/engine/train/runs_fixture.h"
 
 #include <QDirIterator>
@@ -189,6 +189,44 @@ private Q_SLOTS:
         if (!cpu.contains("avx512_bf16") && !cpu.contains("amx_bf16"))
             QVERIFY2(r.output.contains("bf16 on this CPU: its matrix products run at"),
                      qPrintable(r.output));
+    }
+
+    // dp_config.param_dtype=bfloat16 on one rank: the model computes in bf16 copies of fp32
+    // master weights. It learns like fp32, differently from autocast (every product, not only the
+    // autocast list, runs in bf16); the checkpoint holds the masters in fp32; DDP refuses it.
+    void bf16ComputeCopies() {
+        auto r = run_engine(
+            args("copies", {"trainer.max_duration=30steps", "trainer.metrics_collect_interval=1",
+                            "train_module.dp_config.param_dtype=bfloat16",
+                            "trainer.callbacks.checkpointer.save_interval=30"}),
+            runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains("params in BFloat16 (fp32 master weights)"),
+                 qPrintable(r.output));
+        auto l = losses(read_metrics(folder("copies") + "/metrics.jsonl"));
+        QCOMPARE(l.size(), 30);
+        auto fp32 = losses(read_metrics(folder("golden") + "/metrics.jsonl"));
+        auto autocast = losses(read_metrics(folder("bf16") + "/metrics.jsonl"));
+        QVERIFY(fp32.contains(2) && autocast.contains(2));
+        QVERIFY(l[2] != fp32[2] && l[2] != autocast[2]);
+        QVERIFY2(std::fabs(l[2] - fp32[2]) < 0.05 * fp32[2],
+                 qPrintable(QString("fp32 %1, copies %2").arg(fp32[2]).arg(l[2])));
+        QVERIFY(l[30] < 0.6 * l[1]);
+        // The checkpoint's model tensors are the fp32 masters.
+        const auto dtypes = tensor_dtypes(folder("copies") + "/step30/model_and_optim/rank0.lathe");
+        QVERIFY(dtypes.contains("model.embeddings.weight"));
+        for (auto it = dtypes.begin(); it != dtypes.end(); ++it)
+            if (it.key().startsWith("model.") || it.key().contains("exp_avg"))
+                QVERIFY2(it.value() == "float32", qPrintable(it.key() + ": " + it.value()));
+        // DDP reduces the model's own gradients: two ranks with compute copies are refused.
+        auto ddp = run_engine(QStringList{"launch", "--nproc", "2"} +
+                                  args("copiesddp", {"trainer.max_duration=2steps",
+                                                     "train_module.dp_config.param_dtype=bfloat16"})
+                                      .mid(1),
+                              runs());
+        QVERIFY(ddp.exit_code != 0);
+        QVERIFY2(ddp.output.contains("train_module.dp_config.param_dtype: DDP over 2 ranks"),
+                 qPrintable(ddp.output));
     }
 
     // train_module.ac_config: the same run with blocks or branches recomputed in backward has
