@@ -760,6 +760,7 @@ struct TrainModuleConfig {
     std::optional<double> z_loss_multiplier;
     int64_t label_ignore_index = -100;
     std::optional<DType> autocast_precision;
+    bool cuda_graphs = false;
     DataParallelConfig dp_config;
     TensorParallelConfig tp_config;
     ActivationCheckpointingConfig ac_config;
@@ -782,6 +783,11 @@ struct TrainModuleConfig {
                 {"Label value excluded from the loss.", {}});
         v.field("autocast_precision", autocast_precision,
                 {"Run the forward pass under autocast to this dtype; null disables.", {}});
+        v.field("cuda_graphs", cuda_graphs,
+                {"Capture each micro-batch's forward and backward as a CUDA graph once and replay "
+                 "it (one rank on CUDA, micro-batches of one shape, no document masking; the rest "
+                 "runs eagerly). Off by default until measured on a GPU.",
+                 {}});
         v.field("dp_config", dp_config, {"Data parallelism across ranks."});
         v.field("tp_config", tp_config, {"Tensor parallelism: layers split across ranks."});
         v.field("ac_config", ac_config,

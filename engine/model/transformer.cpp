@@ -116,6 +116,8 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::tables(int64_t seq_len,
         auto pos = torch::arange(seq_len, torch::kFloat64);
         auto freqs = torch::outer(pos, inv_freq);
         auto emb = torch::cat({freqs, freqs}, -1);
+        // Tables a CUDA graph captured stay alive: its replays read them where they were.
+        if (cos_.defined()) retired_.insert(retired_.end(), {cos_, sin_});
         cos_ = (emb.cos() * attention_factor_).to(opts);
         sin_ = (emb.sin() * attention_factor_).to(opts);
     }
@@ -481,7 +483,11 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids,
 LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
                                          const torch::Tensor& labels, double div_factor,
                                          std::optional<double> z_loss_multiplier,
-                                         int64_t ignore_index, const torch::Tensor& doc_ids) {
+                                         int64_t ignore_index, const torch::Tensor& doc_ids,
+                                         const torch::Tensor& div_tensor) {
+    auto divide = [&](const torch::Tensor& sum) {
+        return div_tensor.defined() ? sum / div_tensor : sum / div_factor;
+    };
     // The LM head's output in its own dtype: the fused loss widens bf16 logits a block at a time
     // (no fp32 copy of them is held for backward); the vocabulary-parallel loss takes fp32.
     auto logits = forward(input_ids, doc_ids);
@@ -493,10 +499,10 @@ LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
             vocab_parallel_cross_entropy(flat, flat_labels, tp.rank * flat.size(1), ignore_index,
                                          z_loss_multiplier.has_value(), *tp.group);
         LossOutput out;
-        out.loss = ce_sum / div_factor;
+        out.loss = divide(ce_sum);
         out.ce_loss = out.loss.detach();
         if (z_loss_multiplier) {
-            auto z = *z_loss_multiplier * z_sum / div_factor;
+            auto z = divide(*z_loss_multiplier * z_sum);
             out.loss = out.loss + z;
             out.z_loss = z.detach();
         }
@@ -505,10 +511,10 @@ LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
     auto sums = fused_cross_entropy(logits.view({-1, logits.size(-1)}), flat_labels, ignore_index,
                                     z_loss_multiplier.has_value());
     LossOutput out;
-    out.loss = sums.ce / div_factor;
+    out.loss = divide(sums.ce);
     out.ce_loss = out.loss.detach();
     if (z_loss_multiplier) {
-        auto z = *z_loss_multiplier * sums.z / div_factor;
+        auto z = divide(*z_loss_multiplier * sums.z);
         out.loss = out.loss + z;
         out.z_loss = z.detach();
     }

@@ -56,7 +56,8 @@ private:
     int64_t head_dim_;
     std::vector<double> inv_freq_;
     double attention_factor_ = 1.0;
-    torch::Tensor cos_, sin_;  // cached for the longest sequence seen
+    torch::Tensor cos_, sin_;             // cached for the longest sequence seen
+    std::vector<torch::Tensor> retired_;  // earlier tables, kept for CUDA graphs that read them
 };
 
 /// Document masking for the forward pass under way (dataset.generate_doc_lengths): each token's
@@ -191,9 +192,12 @@ struct TransformerImpl : torch::nn::Module {
 
     /// Forward plus cross-entropy (sum over tokens whose label != ignore_index, divided by
     /// div_factor) and optional z-loss (multiplier * logsumexp(logits)^2, same reduction).
+    /// `div_tensor`, when defined, is the divisor instead: a one-element fp32 tensor on the device
+    /// (a CUDA graph's input, which a host number baked into the graph could not be).
     LossOutput forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels,
                             double div_factor, std::optional<double> z_loss_multiplier,
-                            int64_t ignore_index = -100, const torch::Tensor& doc_ids = {});
+                            int64_t ignore_index = -100, const torch::Tensor& doc_ids = {},
+                            const torch::Tensor& div_tensor = {});
 
     /// Truncated-normal init (std init_std, cut at +-3 std) from init_seed, in OLMo-core's order:
     /// embeddings; per block w_q, w_k, w_v, w_out, w1, w3, w2; then the LM head unless tied. Norm

@@ -6,6 +6,7 @@
 #include "engine/train/fsdp.h"
 #include "engine/train/scheduler.h"
 #include "engine/train/state_tensors.h"
+#include "engine/train/step_graphs.h"
 #include "engine/train/trainer.h"
 #include "engine/util/autocast.h"
 #include "engine/util/error.h"
@@ -198,6 +199,23 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
     const char* force = std::getenv("LATHE_SYNC_FREE_STEP");
     sync_free_ = optim_->skips_on_device(force && std::string(force) == "1") &&
                  (env.device().is_cuda() || (force && std::string(force) == "1"));
+    if (cfg_.cuda_graphs) {
+        if (!env.device().is_cuda() || env.world_size() > 1) {
+            if (env.rank() == 0)
+                log::warn(
+                    "train_module.cuda_graphs: CUDA graphs need one rank on a CUDA device "
+                    "(this run: {} rank(s) on {}); the run goes on without them",
+                    env.world_size(), env.device().str());
+        } else {
+            graphs_ = std::make_unique<StepGraphs>([this](bool first) {
+                // A failed capture may have left gradients that were never computed.
+                torch::NoGradGuard no_grad;
+                if (first) optim_->zero_grad();
+                if (first || copies_)
+                    for (auto& p : model_->parameters()) p.mutable_grad().reset();
+            });
+        }
+    }
 }
 
 TransformerTrainModule::~TransformerTrainModule() = default;
@@ -285,26 +303,49 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
     for (int64_t m = 0; m < n_micro; ++m) {
         const int64_t start = m * mb_rows, len = std::min(mb_rows, rows - start);
         model::LossOutput out;
-        {
-            // train_module.autocast_precision: the forward pass under autocast to that dtype (the
-            // loss is computed in fp32 regardless; RMSNorm and RoPE compute in fp32 as well).
-            std::optional<AutocastScope> autocast;
-            if (cfg_.autocast_precision) {
-                autocast.emplace(env_.device().type(), true,
-                                 *cfg_.autocast_precision == config::DType::bfloat16 ? at::kBFloat16
-                                                                                     : at::kFloat);
-            }
-            out = model_->forward_loss(
-                input_ids.narrow(0, start, len), labels.narrow(0, start, len), num_loss_tokens,
-                cfg_.z_loss_multiplier, cfg_.label_ignore_index,
-                doc_ids.defined() ? doc_ids.narrow(0, start, len) : torch::Tensor());
+        // train_module.autocast_precision: the forward pass under autocast to that dtype (the loss
+        // is computed in fp32 regardless; RMSNorm and RoPE compute in fp32 as well).
+        auto autocast = [this](std::optional<AutocastScope>& scope) {
+            if (cfg_.autocast_precision)
+                scope.emplace(env_.device().type(), true,
+                              *cfg_.autocast_precision == config::DType::bfloat16 ? at::kBFloat16
+                                                                                  : at::kFloat);
+        };
+        // train_module.cuda_graphs: the whole micro-batch as one graph replay where it can be.
+        bool replayed = false;
+        if (graphs_ && !doc_ids.defined() && trainer_->global_step() != inject_nan_step_) {
+            auto body = [&](const torch::Tensor& ids, const torch::Tensor& labs,
+                            const torch::Tensor& div) {
+                model::LossOutput o;
+                {
+                    std::optional<AutocastScope> scope;
+                    autocast(scope);
+                    o = model_->forward_loss(ids, labs, 1.0, cfg_.z_loss_multiplier,
+                                             cfg_.label_ignore_index, {}, div);
+                }
+                o.loss.backward();
+                if (copies_) copies_->accumulate_grads();
+                return o;
+            };
+            replayed = graphs_->run(trainer_->global_step(), m, input_ids.narrow(0, start, len),
+                                    labels.narrow(0, start, len), num_loss_tokens, body, out);
         }
-        dp_->before_backward(m == n_micro - 1);
-        // Fault injection for tests: NaN gradients (the logged loss stays finite).
-        if (trainer_->global_step() == inject_nan_step_)
-            out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
-        out.loss.backward();
-        if (copies_) copies_->accumulate_grads();
+        if (!replayed) {
+            {
+                std::optional<AutocastScope> scope;
+                autocast(scope);
+                out = model_->forward_loss(
+                    input_ids.narrow(0, start, len), labels.narrow(0, start, len), num_loss_tokens,
+                    cfg_.z_loss_multiplier, cfg_.label_ignore_index,
+                    doc_ids.defined() ? doc_ids.narrow(0, start, len) : torch::Tensor());
+            }
+            dp_->before_backward(m == n_micro - 1);
+            // Fault injection for tests: NaN gradients (the logged loss stays finite).
+            if (trainer_->global_step() == inject_nan_step_)
+                out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
+            out.loss.backward();
+            if (copies_) copies_->accumulate_grads();
+        }
         ce_total += out.ce_loss;
         if (out.z_loss.defined()) z_total = z_total.defined() ? z_total + out.z_loss : out.z_loss;
     }
@@ -492,7 +533,9 @@ void TransformerTrainModule::finish_steps() {
 }
 
 void TransformerTrainModule::zero_grads() {
-    optim_->zero_grad();  // set to none, as OLMo-core does
+    // Set to none, as OLMo-core does; gradients that CUDA graphs own are overwritten instead.
+    if (graphs_ && graphs_->owns_gradients()) return;
+    optim_->zero_grad();
 }
 
 std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch& batch) {

@@ -20,6 +20,7 @@ class Trainer;
 class DataParallel;
 class FullyShardedDataParallel;
 class ComputeCopies;
+class StepGraphs;
 
 class TransformerTrainModule : public checkpoint::Stateful {
 public:
@@ -94,6 +95,7 @@ private:
     FullyShardedDataParallel* fsdp_ = nullptr;  // dp_ when sharded
     std::unique_ptr<ComputeCopies> copies_;     // dp_config.param_dtype without FSDP
     bool sync_free_ = false;                    // optim_step without a host sync
+    std::unique_ptr<StepGraphs> graphs_;        // train_module.cuda_graphs
     struct PendingNorm {
         int64_t step = 0;
         torch::Tensor host;                 ///< the norm, copied without waiting

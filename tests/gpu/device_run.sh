@@ -115,6 +115,19 @@ train bf16_unfused "${common[@]}" launch.device=$DEV $DTYPE "${UNFUSED[@]}" \
   && compare "fused = unfused (bf16)" bf16_unfused bf16 1e-2
 train copies "${common[@]}" launch.device=$DEV "${COPIES[@]}" \
   && compare "bf16 compute copies ~ fp32" fp32 copies 3e-2
+# CUDA graphs replay the eager kernels: the same losses (on the CPU they are not used at all).
+train graphs "${common[@]}" launch.device=$DEV train_module.cuda_graphs=true \
+  && compare "cuda graphs = eager (fp32)" fp32 graphs 1e-6
+if [ "$DEV" = cuda ]; then
+  if grep -q "captured the later micro-batch graph" "$LOGS/graphs.log"; then
+    record check '"name": "cuda graphs captured", "ok": true'
+  else
+    say "FAILED: no CUDA graph captured (logs/graphs.log)"; grep -i "cuda_graphs" "$LOGS/graphs.log" | tail -3
+    record check '"name": "cuda graphs captured", "ok": false'
+  fi
+fi
+train graphs_copies "${common[@]}" launch.device=$DEV "${COPIES[@]}" train_module.cuda_graphs=true \
+  && compare "cuda graphs = eager (bf16 copies)" copies graphs_copies 1e-6
 half=$((CHECK_STEPS / 2))
 if train resume "${common[@]}" launch.device=$DEV $DTYPE trainer.callbacks.checkpointer.save_interval=$half; then
   rm -rf "$LATHE_RUNS_DIR/resumed"
@@ -172,6 +185,8 @@ for m in "${MODELS[@]}"; do
   bench lathe "$m"
   bench lathe-unfused "$m" "${UNFUSED[@]}"
   bench lathe-bf16-copies "$m" "${COPIES[@]}"
+  bench lathe-graphs "$m" train_module.cuda_graphs=true
+  bench lathe-bf16-copies-graphs "$m" "${COPIES[@]}" train_module.cuda_graphs=true
 done
 # The peers last, each only while the call's time allows (LATHE_DEVICE_BUDGET_S, default 6
 # minutes from the start): a slow compile must not cost the figures above.

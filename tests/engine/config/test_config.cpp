@@ -847,15 +847,18 @@ private Q_SLOTS:
         QVERIFY2(at("1. train_module.ac_config.mode=full (" + human_bytes(double(ac.peak_bytes)) +
                     ")") != std::string::npos,
                  refusal.c_str());
-        // The largest halving that fits: 8192 tokens in 60 GiB; in 40 GiB none does, and the
-        // smallest (one 4096-token sequence) is named with its peak.
+        // The largest halving that fits: 8192 tokens in 60 GiB; with less free than even the
+        // smallest (one 4096-token sequence) needs, that one is named with its peak.
         QVERIFY(estimate_training_memory(half, 1).peak_bytes < (int64_t{60} << 30));
         QVERIFY2(at("e.g. 8192 (") != std::string::npos, refusal.c_str());
         auto quarter = c;
         quarter.train_module.rank_microbatch_size = 4096;
-        QVERIFY(estimate_training_memory(quarter, 1).peak_bytes > (int64_t{40} << 30));
-        QVERIFY(memory_refusal(none, int64_t{40} << 30, "cuda:0", 1, &c).find("e.g. 4096 (") !=
-                std::string::npos);
+        const int64_t quarter_peak = estimate_training_memory(quarter, 1).peak_bytes;
+        QVERIFY(quarter_peak > (int64_t{20} << 30));
+        const std::string tight =
+            memory_refusal(none, quarter_peak - (int64_t{1} << 30), "cuda:0", 1, &c);
+        QVERIFY2(tight.find("e.g. 4096 (" + human_bytes(double(quarter_peak))) != std::string::npos,
+                 tight.c_str());
         QVERIFY(at("ac_config") < at("rank_microbatch_size"));
         QVERIFY(at("rank_microbatch_size") < at("dp_config.name=fsdp"));
         QVERIFY(at("--force") != std::string::npos);

@@ -229,6 +229,23 @@ private Q_SLOTS:
                  qPrintable(ddp.output));
     }
 
+    // train_module.cuda_graphs where there is no CUDA: said once, and the run is the eager one,
+    // bitwise. (On a GPU tests/gpu/device_run.sh checks graphs against eager.)
+    void cudaGraphsWithoutCuda() {
+        auto r = run_engine(
+            args("graphs", {"trainer.max_duration=20steps", "trainer.metrics_collect_interval=1",
+                            "train_module.cuda_graphs=true"}),
+            runs());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains("train_module.cuda_graphs: CUDA graphs need one rank on a CUDA "
+                                   "device (this run: 1 rank(s) on cpu)"),
+                 qPrintable(r.output));
+        const auto l = losses(read_metrics(folder("graphs") + "/metrics.jsonl"));
+        const auto eager = losses(read_metrics(folder("golden") + "/metrics.jsonl"));
+        QCOMPARE(l.size(), 20);
+        QCOMPARE(l, eager);
+    }
+
     // train_module.ac_config: the same run with blocks or branches recomputed in backward has
     // bitwise the losses and final weights of the run without (fp32 on CPU; OLMo2 has no dropout
     // and the recomputation repeats the same operations), at 1 rank and under 2-rank DDP; under
