@@ -193,7 +193,6 @@ MemoryEstimate estimate_training_memory(const ExperimentConfig& cfg, int64_t wor
     e.ac_mode = enum_to_string(ac.mode);
     const double tokens = static_cast<double>(tm.rank_microbatch_size);
     const BlockBytes b = block_bytes(cfg);
-    using Mode = ActivationCheckpointingMode;
     double per_token = 0, recompute = 0;
     for (int64_t i = 0; i < m.n_layers; ++i) {
         const auto [whole, attention, feed_forward] = checkpointed_parts(ac, i);
