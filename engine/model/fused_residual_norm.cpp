@@ -1,5 +1,6 @@
 #include "engine/model/fused_residual_norm.h"
 
+#include "engine/model/fused_kernels.h"
 #include "engine/util/error.h"
 
 #include <torch/csrc/autograd/custom_function.h>
@@ -8,8 +9,6 @@
 
 #ifdef LATHE_WITH_CUDA_KERNELS
 #include "engine/model/fused_residual_norm_kernels.h"
-
-#include <ATen/cuda/CUDAContext.h>
 #endif
 
 namespace lathe::model {
@@ -111,15 +110,6 @@ void backward_cpu(const G* g, const Y* y, const W* w, const float* rstd, Y* dy, 
         }                               \
     }
 
-#ifdef LATHE_WITH_CUDA_KERNELS
-residual_norm::ElementType element_type(torch::ScalarType t) {
-    using residual_norm::ElementType;
-    return t == torch::kBFloat16 ? ElementType::bfloat16
-           : t == torch::kHalf   ? ElementType::float16
-                                 : ElementType::float32;
-}
-#endif
-
 struct ResidualNormFunction : torch::autograd::Function<ResidualNormFunction> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
                                  const torch::Tensor& y_in, const torch::Tensor& w_in, double eps) {
@@ -131,12 +121,13 @@ struct ResidualNormFunction : torch::autograd::Function<ResidualNormFunction> {
         auto rstd = torch::empty({rows}, y.options().dtype(torch::kFloat32));
         if (y.is_cuda()) {
 #ifdef LATHE_WITH_CUDA_KERNELS
+            const char* what = "fused_residual_norm";
             const auto err = residual_norm::launch_forward(
-                element_type(x.scalar_type()), element_type(y.scalar_type()),
-                element_type(w.scalar_type()), element_type(out_type), x.data_ptr(), y.data_ptr(),
-                w.data_ptr(), out.data_ptr(), rstd.data_ptr<float>(), rows, d,
-                static_cast<float>(eps),
-                at::cuda::getCurrentCUDAStream(y.device().index()).stream());
+                kernel_element_type(x.scalar_type(), what),
+                kernel_element_type(y.scalar_type(), what),
+                kernel_element_type(w.scalar_type(), what), kernel_element_type(out_type, what),
+                x.data_ptr(), y.data_ptr(), w.data_ptr(), out.data_ptr(), rstd.data_ptr<float>(),
+                rows, d, static_cast<float>(eps), kernel_stream(y.device()));
             if (!err.empty()) throw Error("fused_residual_norm: CUDA kernel failed: " + err);
 #else
             throw Error("fused_residual_norm: this build has no CUDA kernels (nvcc was not found)");
@@ -174,11 +165,13 @@ struct ResidualNormFunction : torch::autograd::Function<ResidualNormFunction> {
 #ifdef LATHE_WITH_CUDA_KERNELS
             auto partial = torch::empty({residual_norm::partial_chunks(rows), d},
                                         y.options().dtype(torch::kFloat32));
+            const char* what = "fused_residual_norm";
             const auto err = residual_norm::launch_backward(
-                element_type(g.scalar_type()), element_type(y.scalar_type()),
-                element_type(w.scalar_type()), g.data_ptr(), y.data_ptr(), w.data_ptr(),
-                rstd.data_ptr<float>(), dy.data_ptr(), partial.data_ptr<float>(), rows, d, round_g,
-                at::cuda::getCurrentCUDAStream(y.device().index()).stream());
+                kernel_element_type(g.scalar_type(), what),
+                kernel_element_type(y.scalar_type(), what),
+                kernel_element_type(w.scalar_type(), what), g.data_ptr(), y.data_ptr(),
+                w.data_ptr(), rstd.data_ptr<float>(), dy.data_ptr(), partial.data_ptr<float>(),
+                rows, d, round_g, kernel_stream(y.device()));
             if (!err.empty()) throw Error("fused_residual_norm: CUDA kernel failed: " + err);
             dw = partial.sum(0).to(w.scalar_type());
 #else
@@ -208,14 +201,6 @@ struct ResidualNormFunction : torch::autograd::Function<ResidualNormFunction> {
 torch::Tensor fused_residual_norm(const torch::Tensor& x, const torch::Tensor& y,
                                   const torch::Tensor& weight, double eps) {
     return ResidualNormFunction::apply(x, y, weight, eps);
-}
-
-bool fused_residual_norm_available(const torch::Device& device) {
-#ifdef LATHE_WITH_CUDA_KERNELS
-    return device.is_cpu() || device.is_cuda();
-#else
-    return device.is_cpu();
-#endif
 }
 
 }  // namespace lathe::model

@@ -4,9 +4,8 @@
 // dy, and adds the row's g * n to per-thread column accumulators, which it writes once per chunk
 // as the weight's partial sums (summed over the chunks by the caller).
 #include "engine/model/fused_residual_norm_kernels.h"
+#include "engine/model/kernel_elements.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -15,34 +14,13 @@
 namespace lathe::model::residual_norm {
 namespace {
 
+using kernels::load;
+using kernels::round_to;
+using kernels::store;
+
 constexpr int kThreads = 256;
 constexpr int kMaxColumnsPerThread = 32;  // d up to 8192
 constexpr int64_t kRowsPerChunk = 16;
-
-__device__ __forceinline__ float load(const float* p) {
-    return *p;
-}
-__device__ __forceinline__ float load(const __nv_bfloat16* p) {
-    return __bfloat162float(*p);
-}
-__device__ __forceinline__ float load(const __half* p) {
-    return __half2float(*p);
-}
-__device__ __forceinline__ void store(float* p, float v) {
-    *p = v;
-}
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
-    *p = __float2bfloat16_rn(v);
-}
-__device__ __forceinline__ void store(__half* p, float v) {
-    *p = __float2half_rn(v);
-}
-template <class T>
-__device__ __forceinline__ float round_to(float v) {
-    T t;
-    store(&t, v);
-    return load(&t);
-}
 
 // The sum of v over the block, returned to every thread.
 __device__ float block_sum(float v) {

@@ -16,8 +16,4 @@ namespace lathe::model {
 torch::Tensor fused_residual_norm(const torch::Tensor& x, const torch::Tensor& y,
                                   const torch::Tensor& weight, double eps);
 
-/// Whether fused_residual_norm runs on `device`: the CPU always, CUDA when Lathe's kernels are
-/// compiled in.
-bool fused_residual_norm_available(const torch::Device& device);
-
 }  // namespace lathe::model

@@ -3,14 +3,14 @@
 // (LATHE_WITH_CUDA_KERNELS).
 #pragma once
 
-#include "engine/model/fused_rope_kernels.h"
+#include "engine/model/kernel_types.h"
 
 #include <cstdint>
 #include <string>
 
 namespace lathe::model::residual_norm {
 
-using rope::ElementType;
+using kernels::ElementType;
 
 /// Row-major (rows, d) tensors. Forward: out (type `out_type`) = x (`x_type`) + norm(y) (`y_type`
 /// rounding) with weight w (`w_type`); rstd (fp32, rows) is saved for backward. Returns an empty

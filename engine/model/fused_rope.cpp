@@ -1,5 +1,6 @@
 #include "engine/model/fused_rope.h"
 
+#include "engine/model/fused_kernels.h"
 #include "engine/model/rope_math.h"
 #include "engine/util/error.h"
 
@@ -7,8 +8,6 @@
 
 #ifdef LATHE_WITH_CUDA_KERNELS
 #include "engine/model/fused_rope_kernels.h"
-
-#include <ATen/cuda/CUDAContext.h>
 #endif
 
 namespace lathe::model {
@@ -54,18 +53,10 @@ torch::Tensor run(const torch::Tensor& input, const torch::Tensor& cos, const to
     const int64_t rows = x.numel() / D, half = D / 2, stride = cos.stride(0);
     if (x.is_cuda()) {
 #ifdef LATHE_WITH_CUDA_KERNELS
-        using rope::ElementType;
-        const ElementType type = x.scalar_type() == torch::kBFloat16 ? ElementType::bfloat16
-                                 : x.scalar_type() == torch::kHalf   ? ElementType::float16
-                                                                     : ElementType::float32;
-        if (x.scalar_type() != torch::kFloat32 && x.scalar_type() != torch::kBFloat16 &&
-            x.scalar_type() != torch::kHalf)
-            throw Error("fused_rope: unsupported dtype " +
-                        std::string(c10::toString(x.scalar_type())));
-        const std::string err =
-            rope::launch_rope(type, backward, x.data_ptr(), out.data_ptr(), cos.data_ptr<float>(),
-                              sin.data_ptr<float>(), rows, half, H, T, stride,
-                              at::cuda::getCurrentCUDAStream(x.device().index()).stream());
+        const std::string err = rope::launch_rope(
+            kernel_element_type(x.scalar_type(), "fused_rope"), backward, x.data_ptr(),
+            out.data_ptr(), cos.data_ptr<float>(), sin.data_ptr<float>(), rows, half, H, T, stride,
+            kernel_stream(x.device()));
         if (!err.empty()) throw Error("fused_rope: CUDA kernel failed: " + err);
         return out;
 #else
@@ -97,14 +88,6 @@ struct RopeFunction : torch::autograd::Function<RopeFunction> {
 torch::Tensor fused_rope(const torch::Tensor& x, const torch::Tensor& cos,
                          const torch::Tensor& sin) {
     return RopeFunction::apply(x, cos, sin);
-}
-
-bool fused_rope_available(const torch::Device& device) {
-#ifdef LATHE_WITH_CUDA_KERNELS
-    return device.is_cpu() || device.is_cuda();
-#else
-    return device.is_cpu();
-#endif
 }
 
 }  // namespace lathe::model

@@ -3,33 +3,16 @@
 // Replaces the reference's upcast, two chunks, a negation, a concatenation, four products, two
 // sums and a downcast (and as many again in backward) with one read and one write of x.
 #include "engine/model/fused_rope_kernels.h"
+#include "engine/model/kernel_elements.cuh"
 #include "engine/model/rope_math.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 namespace lathe::model::rope {
 namespace {
 
-__device__ __forceinline__ float load(const float* p) {
-    return *p;
-}
-__device__ __forceinline__ float load(const __nv_bfloat16* p) {
-    return __bfloat162float(*p);
-}
-__device__ __forceinline__ float load(const __half* p) {
-    return __half2float(*p);
-}
-__device__ __forceinline__ void store(float* p, float v) {
-    *p = v;
-}
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
-    *p = __float2bfloat16_rn(v);
-}
-__device__ __forceinline__ void store(__half* p, float v) {
-    *p = __float2half_rn(v);
-}
+using kernels::load;
+using kernels::store;
 
 template <class T, bool kBackward>
 __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ out,

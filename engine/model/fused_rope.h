@@ -1,6 +1,7 @@
 // The fused rotary embedding (model.fused.rope): RotaryEmbedding::apply's result, bitwise, without
 // its intermediate tensors: one CUDA kernel forward and one backward (fused_rope.cu), and on the
-// CPU the same arithmetic as a loop, which is the kernel's reference in the tests.
+// CPU the same arithmetic as a loop, which is the kernel's reference in the tests. Where it runs:
+// fused_kernels_available (fused_kernels.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -11,8 +12,5 @@ namespace lathe::model {
 /// and sin of at least T rows of D, positions 0..T-1. Differentiable with respect to x.
 torch::Tensor fused_rope(const torch::Tensor& x, const torch::Tensor& cos,
                          const torch::Tensor& sin);
-
-/// Whether fused_rope runs on `device`: the CPU always, CUDA when Lathe's kernels are compiled in.
-bool fused_rope_available(const torch::Device& device);
 
 }  // namespace lathe::model

@@ -3,12 +3,14 @@
 // (LATHE_WITH_CUDA_KERNELS).
 #pragma once
 
+#include "engine/model/kernel_types.h"
+
 #include <cstdint>
 #include <string>
 
 namespace lathe::model::rope {
 
-enum class ElementType { float32, bfloat16, float16 };
+using kernels::ElementType;
 
 /// Rotates (or, with `backward`, takes the gradient through) every head of x, laid out
 /// (B, T, heads, 2 * half) contiguously, into out (same layout and type), on `stream` (a

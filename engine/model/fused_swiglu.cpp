@@ -1,5 +1,6 @@
 #include "engine/model/fused_swiglu.h"
 
+#include "engine/model/fused_kernels.h"
 #include "engine/model/swiglu_math.h"
 #include "engine/util/error.h"
 
@@ -7,8 +8,6 @@
 
 #ifdef LATHE_WITH_CUDA_KERNELS
 #include "engine/model/fused_swiglu_kernels.h"
-
-#include <ATen/cuda/CUDAContext.h>
 #endif
 
 namespace lathe::model {
@@ -32,18 +31,6 @@ void check(const torch::Tensor& a, const torch::Tensor& b) {
                     std::string(c10::toString(a.scalar_type())));
 }
 
-#ifdef LATHE_WITH_CUDA_KERNELS
-swiglu::ElementType element_type(const torch::Tensor& t) {
-    using swiglu::ElementType;
-    return t.scalar_type() == torch::kBFloat16 ? ElementType::bfloat16
-           : t.scalar_type() == torch::kHalf   ? ElementType::float16
-                                               : ElementType::float32;
-}
-void* stream_of(const torch::Tensor& t) {
-    return at::cuda::getCurrentCUDAStream(t.device().index()).stream();
-}
-#endif
-
 torch::Tensor forward_impl(const torch::Tensor& a_in, const torch::Tensor& b_in) {
     check(a_in, b_in);
     const auto a = a_in.contiguous(), b = b_in.contiguous();
@@ -51,8 +38,9 @@ torch::Tensor forward_impl(const torch::Tensor& a_in, const torch::Tensor& b_in)
     const int64_t n = a.numel();
     if (a.is_cuda()) {
 #ifdef LATHE_WITH_CUDA_KERNELS
-        const std::string err = swiglu::launch_forward(element_type(a), a.data_ptr(), b.data_ptr(),
-                                                       out.data_ptr(), n, stream_of(a));
+        const std::string err = swiglu::launch_forward(
+            kernel_element_type(a.scalar_type(), "fused_swiglu"), a.data_ptr(), b.data_ptr(),
+            out.data_ptr(), n, kernel_stream(a.device()));
         if (!err.empty()) throw Error("fused_swiglu: CUDA kernel failed: " + err);
         return out;
 #else
@@ -80,9 +68,9 @@ std::pair<torch::Tensor, torch::Tensor> backward_impl(const torch::Tensor& g_in,
     const int64_t n = a.numel();
     if (a.is_cuda()) {
 #ifdef LATHE_WITH_CUDA_KERNELS
-        const std::string err =
-            swiglu::launch_backward(element_type(a), g.data_ptr(), a.data_ptr(), b.data_ptr(),
-                                    da.data_ptr(), db.data_ptr(), n, stream_of(a));
+        const std::string err = swiglu::launch_backward(
+            kernel_element_type(a.scalar_type(), "fused_swiglu"), g.data_ptr(), a.data_ptr(),
+            b.data_ptr(), da.data_ptr(), db.data_ptr(), n, kernel_stream(a.device()));
         if (!err.empty()) throw Error("fused_swiglu: CUDA kernel failed: " + err);
         return {da, db};
 #else
@@ -128,14 +116,6 @@ struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
 
 torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b) {
     return SwigluFunction::apply(a, b);
-}
-
-bool fused_swiglu_available(const torch::Device& device) {
-#ifdef LATHE_WITH_CUDA_KERNELS
-    return device.is_cpu() || device.is_cuda();
-#else
-    return device.is_cpu();
-#endif
 }
 
 }  // namespace lathe::model

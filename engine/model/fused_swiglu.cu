@@ -3,41 +3,20 @@
 // mul (two reads and a write of a hidden-size tensor each); backward replaces mul's two products
 // and silu_backward, reading g, a and b once and writing da and db.
 #include "engine/model/fused_swiglu_kernels.h"
+#include "engine/model/kernel_elements.cuh"
 #include "engine/model/swiglu_math.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 namespace lathe::model::swiglu {
 namespace {
 
-__device__ __forceinline__ float load(const float* p) {
-    return *p;
-}
-__device__ __forceinline__ float load(const __nv_bfloat16* p) {
-    return __bfloat162float(*p);
-}
-__device__ __forceinline__ float load(const __half* p) {
-    return __half2float(*p);
-}
-__device__ __forceinline__ void store(float* p, float v) {
-    *p = v;
-}
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
-    *p = __float2bfloat16_rn(v);
-}
-__device__ __forceinline__ void store(__half* p, float v) {
-    *p = __float2half_rn(v);
-}
+using kernels::load;
+using kernels::store;
 
 template <class T>
 struct RoundTo {
-    __device__ __forceinline__ float operator()(float v) const {
-        T t;
-        store(&t, v);
-        return load(&t);
-    }
+    __device__ __forceinline__ float operator()(float v) const { return kernels::round_to<T>(v); }
 };
 
 template <class T>

@@ -12,8 +12,4 @@ namespace lathe::model {
 /// the type where the reference ops store). Differentiable with respect to both.
 torch::Tensor fused_swiglu(const torch::Tensor& a, const torch::Tensor& b);
 
-/// Whether fused_swiglu runs on `device`: the CPU always, CUDA when Lathe's kernels are compiled
-/// in.
-bool fused_swiglu_available(const torch::Device& device);
-
 }  // namespace lathe::model

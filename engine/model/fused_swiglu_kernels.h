@@ -3,14 +3,14 @@
 // (LATHE_WITH_CUDA_KERNELS).
 #pragma once
 
-#include "engine/model/fused_rope_kernels.h"
+#include "engine/model/kernel_types.h"
 
 #include <cstdint>
 #include <string>
 
 namespace lathe::model::swiglu {
 
-using rope::ElementType;
+using kernels::ElementType;
 
 /// out = silu(a) * b over n contiguous elements of `type`, on `stream` (a cudaStream_t). Returns
 /// an empty string, or the CUDA error.

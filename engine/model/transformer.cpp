@@ -4,6 +4,7 @@
 
 #include "engine/model/activation_checkpoint.h"
 #include "engine/model/cross_entropy.h"
+#include "engine/model/fused_kernels.h"
 #include "engine/model/fused_residual_norm.h"
 #include "engine/model/fused_rope.h"
 #include "engine/model/fused_swiglu.h"
@@ -139,7 +140,7 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tens
     if (positions.defined()) {  // per-row positions: gathered tables, the reference ops
         cos = cos.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim_});
         sin = sin.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim_});
-    } else if (fused && q.is_cuda() && fused_rope_available(q.device())) {
+    } else if (fused && q.is_cuda() && fused_kernels_available(q.device())) {
         return {fused_rope(q, cos, sin), fused_rope(k, cos, sin)};
     } else {
         cos = cos.view({1, T, 1, head_dim_});
@@ -282,7 +283,7 @@ FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& input) {
     const auto x = tp ? copy_to_tp(input, *tp) : input;
-    auto out = fused && x.is_cuda() && fused_swiglu_available(x.device())
+    auto out = fused && x.is_cuda() && fused_kernels_available(x.device())
                    ? w2(fused_swiglu(w1(x), w3(x)))
                    : w2(torch::silu(w1(x)) * w3(x));
     return tp ? reduce_from_tp(out, *tp) : out;
@@ -303,7 +304,7 @@ namespace {
 torch::Tensor add_normed(bool fused, const torch::Tensor& x, const torch::Tensor& y,
                          RMSNorm& norm) {
     if (fused && y.is_cuda() && !norm->tp && y.size(-1) <= 8192 &&
-        fused_residual_norm_available(y.device()))
+        fused_kernels_available(y.device()))
         return fused_residual_norm(x, y, norm->weight, norm->eps);
     return x + norm(y);
 }
