@@ -43,7 +43,7 @@ void ComputeCopies::accumulate_grads() {
 
 void ComputeCopies::refresh() {
     torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < copies_.size(); ++i) copies_[i].copy_(masters_[i].second);
+    if (!copies_.empty()) torch::_foreach_copy_(copies_, master_tensors());
 }
 
 }  // namespace lathe::train

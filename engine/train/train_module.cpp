@@ -179,9 +179,7 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
                     "train_module.dp_config.param_dtype: bf16 compute copies need fp32 "
                     "master weights (model.dtype=float32), not model.dtype=" +
                     config::enum_to_string(cfg.model.dtype));
-            std::vector<std::pair<std::string, torch::Tensor>> named;
-            for (auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
-            copies_ = std::make_unique<ComputeCopies>(named, torch::kBFloat16);
+            copies_ = std::make_unique<ComputeCopies>(trained_parameters(), torch::kBFloat16);
         }
         for (const auto& [name, p] : trained_parameters())
             groups[static_cast<std::size_t>(group_of(name))].params.push_back(p);
@@ -197,8 +195,7 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
     // No host sync in the step where the optimizer can skip on the device: fused AdamW on CUDA.
     // LATHE_SYNC_FREE_STEP=1 takes that path on any device (ATen's CPU kernel), for the tests.
     const char* force = std::getenv("LATHE_SYNC_FREE_STEP");
-    sync_free_ = optim_->skips_on_device(force && std::string(force) == "1") &&
-                 (env.device().is_cuda() || (force && std::string(force) == "1"));
+    sync_free_ = optim_->skips_on_device(force && std::string(force) == "1");
     if (cfg_.cuda_graphs) {
         if (!env.device().is_cuda() || env.world_size() > 1) {
             if (env.rank() == 0)
@@ -437,8 +434,7 @@ void TransformerTrainModule::optim_step() {
                     "non-finite gradient norm ({}) at step {}; stepping anyway "
                     "(non_finite_grads=warn)",
                     std::isnan(norm) ? "nan" : "inf", tr.global_step());
-                optim_->step();
-                if (copies_) copies_->refresh();
+                step_optimizer();
                 return;
             case config::StabilityAction::skip:
                 log::warn("non-finite gradient norm ({}) at step {}; skipping the optimizer step",
@@ -450,8 +446,7 @@ void TransformerTrainModule::optim_step() {
         trainer_->record_metric("optim/step skipped", 1.0, std::nullopt);
         return;
     }
-    optim_->step();
-    if (copies_) copies_->refresh();
+    step_optimizer();
     if (optim_->skips_steps())
         trainer_->record_metric("optim/step skipped", optim_->step_skipped(), std::nullopt);
 }
@@ -488,42 +483,51 @@ void TransformerTrainModule::sync_free_optim_step(const torch::Tensor& total,
     check_previous_norm();
     const auto skipped = finite.logical_not().to(torch::kFloat32);
     const bool step_anyway = non_finite_action_ == config::StabilityAction::warn;
-    optim_->step(step_anyway ? torch::Tensor() : skipped.reshape({1}));
-    if (copies_) copies_->refresh();
+    step_optimizer(step_anyway ? torch::Tensor() : skipped.reshape({1}));
     trainer_->record_metric("optim/step skipped", skipped, std::nullopt);
-    // The norm's host copy, made when the device gets there; read at the next step.
-    pending_norm_ = std::make_shared<PendingNorm>();
-    pending_norm_->step = trainer_->global_step();
-    pending_norm_->host = torch::empty(
-        {}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(total.is_cuda()));
-    pending_norm_->host.copy_(total, /*non_blocking=*/true);
-    if (!total.is_cpu()) {
+    // The norm's host copy, made when the device gets there; read at the next step. One buffer
+    // and one event serve every step: the previous value was read above.
+    auto& pending = pending_norm_;
+    if (!pending.host.defined()) {
+        pending.host = torch::empty(
+            {}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(total.is_cuda()));
+        if (!total.is_cpu()) pending.event = std::make_unique<c10::Event>(total.device().type());
+    }
+    pending.step = trainer_->global_step();
+    pending.host.copy_(total, /*non_blocking=*/true);
+    if (pending.event) {
         c10::impl::VirtualGuardImpl impl(total.device().type());
-        pending_norm_->event = std::make_unique<c10::Event>(total.device().type());
-        pending_norm_->event->record(impl.getStream(total.device()));
+        pending.event->record(impl.getStream(total.device()));
     }
 }
 
+void TransformerTrainModule::step_optimizer(const torch::Tensor& found_inf) {
+    optim_->step(found_inf);
+    if (copies_) copies_->refresh();
+}
+
 void TransformerTrainModule::check_previous_norm() {
-    if (!pending_norm_) return;
-    const auto pending = std::move(pending_norm_);
-    if (pending->event) pending->event->synchronize();
-    const double norm = pending->host.item<double>();
+    auto& pending = pending_norm_;
+    if (pending.step < 0) return;
+    const int64_t step = pending.step;
+    pending.step = -1;
+    if (pending.event) pending.event->synchronize();
+    const double norm = pending.host.item<double>();
     if (std::isfinite(norm)) return;
     const char* what = std::isnan(norm) ? "nan" : "inf";
     switch (non_finite_action_) {
         case config::StabilityAction::stop:
             throw Error("non-finite gradient norm (" + std::string(what) + ") at step " +
-                        std::to_string(pending->step) + " (its update was skipped)");
+                        std::to_string(step) + " (its update was skipped)");
         case config::StabilityAction::warn:
             log::warn(
                 "non-finite gradient norm ({}) at step {}; stepped anyway "
                 "(non_finite_grads=warn)",
-                what, pending->step);
+                what, step);
             return;
         case config::StabilityAction::skip:
             log::warn("non-finite gradient norm ({}) at step {}; the optimizer step was skipped",
-                      what, pending->step);
+                      what, step);
             return;
     }
 }

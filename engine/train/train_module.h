@@ -76,6 +76,9 @@ private:
     void set_learning_rates();
     void sync_free_optim_step(const torch::Tensor& total, std::vector<torch::Tensor>& grads);
     void check_previous_norm();
+    /// The optimizer's update (skipped on the device where found_inf says so), then the compute
+    /// copies from the updated masters.
+    void step_optimizer(const torch::Tensor& found_inf = {});
 
     /// Tensor parallelism: whole tensors from this rank's slices (state_tensors' names), gathered
     /// over the TP group by the ranks that keep them; and the reverse, this rank's slices of whole
@@ -97,11 +100,11 @@ private:
     bool sync_free_ = false;                    // optim_step without a host sync
     std::unique_ptr<StepGraphs> graphs_;        // train_module.cuda_graphs
     struct PendingNorm {
-        int64_t step = 0;
+        int64_t step = -1;                  ///< the step whose norm waits to be checked, or -1
         torch::Tensor host;                 ///< the norm, copied without waiting
         std::unique_ptr<c10::Event> event;  ///< when the copy is done (none on the CPU)
     };
-    std::shared_ptr<PendingNorm> pending_norm_;  // the last step's norm, checked at the next
+    PendingNorm pending_norm_;  // the last step's norm, checked at the next
     config::StabilityAction non_finite_action_ = config::StabilityAction::skip;
     int64_t inject_nan_step_ = -1;
     int64_t inject_nan_loss_step_ = -1;  // LATHE_INJECT_NAN_LOSS=STEP
