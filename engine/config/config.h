@@ -86,6 +86,7 @@ struct StepSkipRange {
 struct FusedOpsConfig {
     bool rms_norm = true;
     bool rope = true;
+    bool qk_norm_rope = true;
     bool swiglu = true;
     bool residual_norm = true;
 
@@ -98,6 +99,12 @@ struct FusedOpsConfig {
         v.field("rope", rope,
                 {"Rotary embedding of q and k as one kernel each way (Lathe's CUDA kernel, the "
                  "reference's fp32 arithmetic, bitwise equal) on CUDA.",
+                 {}});
+        v.field("qk_norm_rope", qk_norm_rope,
+                {"With QK-norm (model.qk_norm), each of q and k normalised and rotated as one "
+                 "kernel each way (Lathe's CUDA kernel: the norm's reduction, its weight and the "
+                 "rotation in one pass, document positions included) on CUDA; off: the fused "
+                 "rms_norm and rope separately.",
                  {}});
         v.field("swiglu", swiglu,
                 {"The feed-forward's silu(w1 x) * w3 x as one kernel each way (Lathe's CUDA "

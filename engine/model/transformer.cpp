@@ -5,6 +5,7 @@
 #include "engine/model/activation_checkpoint.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/fused_kernels.h"
+#include "engine/model/fused_qk_norm_rope.h"
 #include "engine/model/fused_residual_norm.h"
 #include "engine/model/fused_rope.h"
 #include "engine/model/fused_swiglu.h"
@@ -195,6 +196,28 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> AttentionImpl::qkv(const
     return {q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)};
 }
 
+bool AttentionImpl::fuses_qk_norm_rope(const torch::Tensor& x) const {
+    // The kernel normalises rows of up to 8,192 features (a whole projection or one head).
+    return fused_qk_norm_rope && q_norm && !tp && x.is_cuda() &&
+           fused_kernels_available(x.device()) &&
+           (head_qk_norm ? head_dim : n_heads * head_dim) <= 8192;
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> AttentionImpl::fused_qkv(
+    const torch::Tensor& x, const torch::Tensor& positions) {
+    const int64_t B = x.size(0), T = x.size(1);
+    auto [cos, sin] = rope->tables(T, x.device());
+    auto q = w_q(x), k = w_k(x), v = w_v(x);
+    if (head_qk_norm) {
+        q = q.view({B, T, n_heads, head_dim});
+        k = k.view({B, T, n_kv_heads, head_dim});
+    }
+    q = model::fused_qk_norm_rope(q, q_norm->weight, q_norm->eps, cos, sin, positions, head_dim);
+    k = model::fused_qk_norm_rope(k, k_norm->weight, k_norm->eps, cos, sin, positions, head_dim);
+    v = v.view({B, T, n_kv_heads, head_dim});
+    return {q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)};
+}
+
 torch::Tensor AttentionImpl::output(const torch::Tensor& att) {
     const int64_t B = att.size(0), T = att.size(2);
     auto out = w_out(att.transpose(1, 2).reshape({B, T, n_heads * head_dim}));
@@ -256,9 +279,12 @@ torch::Tensor windowed_attention(const torch::Tensor& q, const torch::Tensor& k,
 torch::Tensor AttentionImpl::forward(const torch::Tensor& input) {
     const auto x = tp ? copy_to_tp(input, *tp) : input;
     const bool masked = documents && documents->doc_ids.defined();
-    auto [q, k, v] = qkv(x, [&](const torch::Tensor& q_, const torch::Tensor& k_) {
-        return rope->apply(q_, k_, masked ? documents->positions() : torch::Tensor());
-    });
+    const auto positions = masked ? documents->positions() : torch::Tensor();
+    auto [q, k, v] = fuses_qk_norm_rope(x)
+                         ? fused_qkv(x, positions)
+                         : qkv(x, [&](const torch::Tensor& q_, const torch::Tensor& k_) {
+                               return rope->apply(q_, k_, positions);
+                           });
     const int64_t T = q.size(2);
     const bool gqa = n_kv_heads != n_heads;
     if (window > 0 && window < T)
@@ -373,6 +399,7 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
         if (auto* norm = m->as<RMSNormImpl>()) norm->fused = c.fused.rms_norm;
     for (const auto& m : *blocks) {
         m->as<Block>()->feed_forward->fused = c.fused.swiglu;
+        m->as<Block>()->attention->fused_qk_norm_rope = c.fused.qk_norm_rope;
         m->as<Block>()->fused_residual_norm = c.fused.residual_norm;
     }
     for (const auto& p : parameters()) num_params_ += p.numel();

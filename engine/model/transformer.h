@@ -90,12 +90,20 @@ struct AttentionImpl : torch::nn::Module {
     /// (q and k as (B, T, H, D)), returned as (B, H, T, D) for SDPA.
     std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qkv(const torch::Tensor& x,
                                                                 const Rotate& rotate);
+    /// qkv() with each of q and k normalised and rotated by one fused_qk_norm_rope (at positions
+    /// 0..T-1, or `positions` (B, T)); for when fuses_qk_norm_rope(x).
+    std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_qkv(
+        const torch::Tensor& x, const torch::Tensor& positions);
+    /// Whether forward() takes fused_qkv for x: model.fused.qk_norm_rope with QK-norm, no tensor
+    /// parallelism, x on a device the fused kernels run on (CUDA; the CPU keeps the reference).
+    bool fuses_qk_norm_rope(const torch::Tensor& x) const;
     /// The output projection of SDPA's result (B, H, T, D).
     torch::Tensor output(const torch::Tensor& att);
     torch::nn::Linear w_q{nullptr}, w_k{nullptr}, w_v{nullptr}, w_out{nullptr};
     RMSNorm q_norm{nullptr}, k_norm{nullptr};
-    bool head_qk_norm = false;  ///< QK-norm per head (over head_dim)
-    int64_t window = -1;        ///< sliding window (tokens seen, itself included); -1 full
+    bool head_qk_norm = false;        ///< QK-norm per head (over head_dim)
+    bool fused_qk_norm_rope = false;  ///< model.fused.qk_norm_rope
+    int64_t window = -1;              ///< sliding window (tokens seen, itself included); -1 full
     int64_t n_heads, n_kv_heads, head_dim;  ///< heads on this rank (a slice under TP)
     std::shared_ptr<RotaryEmbedding> rope;
     const dist::Group* tp = nullptr;  ///< tensor parallelism: sum w_out's partial results

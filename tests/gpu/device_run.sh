@@ -53,8 +53,8 @@ else
 fi
 say "$("$E" --version) on $DEV"
 # Every fusion off: the reference path the fused one is checked and timed against.
-UNFUSED=(model.fused.rms_norm=false model.fused.rope=false model.fused.swiglu=false
-         model.fused.residual_norm=false train_module.optim.fused=false)
+UNFUSED=(model.fused.rms_norm=false model.fused.rope=false model.fused.qk_norm_rope=false
+         model.fused.swiglu=false model.fused.residual_norm=false train_module.optim.fused=false)
 # bf16 compute copies of fp32 master weights (dp_config.param_dtype) instead of autocast.
 COPIES=(train_module.autocast_precision=null train_module.dp_config.param_dtype=bfloat16)
 

@@ -5,6 +5,7 @@
 #include "engine/config/memory_estimate.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/fused_kernels.h"
+#include "engine/model/fused_qk_norm_rope.h"
 #include "engine/model/fused_residual_norm.h"
 #include "engine/model/fused_rope.h"
 #include "engine/model/fused_swiglu.h"
@@ -338,6 +339,104 @@ private Q_SLOTS:
         // A mismatch is a clear error.
         QVERIFY_THROWS_EXCEPTION(lathe::Error,
                                  model::fused_residual_norm(x0, y0, w2.narrow(0, 0, 10), 1e-6));
+    }
+
+    // model.fused.qk_norm_rope: the CPU path of fused_qk_norm_rope (the CUDA kernel's reference:
+    // the same row arithmetic and rope_math.h) against the reference ops, RMSNorm then
+    // RotaryEmbedding::apply, forward and the gradients of the projection and the weight: OLMo2's
+    // norm over all heads and Qwen3's per head, positions 0..T-1 and document positions, in the
+    // dtypes a run mixes. fp32: 1e-6 relative; bf16: within a unit of the last place (the sums'
+    // order differs from ATen's). Then the attention's fused_qkv against its qkv.
+    void fusedQkNormRopeMatchesReference_data() {
+        QTest::addColumn<int>("yType");
+        QTest::addColumn<int>("wType");
+        QTest::addColumn<bool>("perHead");
+        QTest::addColumn<bool>("documents");
+        const int f = static_cast<int>(torch::kFloat32), b = static_cast<int>(torch::kBFloat16);
+        QTest::newRow("fp32, all heads") << f << f << false << false;
+        QTest::newRow("fp32, per head") << f << f << true << false;
+        QTest::newRow("fp32, all heads, document positions") << f << f << false << true;
+        QTest::newRow("fp32, per head, document positions") << f << f << true << true;
+        QTest::newRow("autocast: bf16 projection, fp32 weight") << b << f << false << false;
+        QTest::newRow("compute copies: bf16, per head, documents") << b << b << true << true;
+    }
+    void fusedQkNormRopeMatchesReference() {
+        QFETCH(int, yType);
+        QFETCH(int, wType);
+        QFETCH(bool, perHead);
+        QFETCH(bool, documents);
+        const auto yt = static_cast<torch::ScalarType>(yType),
+                   wt = static_cast<torch::ScalarType>(wType);
+        torch::manual_seed(19);
+        const int64_t B = 2, T = 23, H = 3, D = 16;
+        model::RMSNorm norm(perHead ? D : H * D, 1e-6);
+        {
+            torch::NoGradGuard g;
+            norm->weight.uniform_(0.5, 1.5);
+            norm->weight.set_data(norm->weight.to(wt));
+        }
+        model::RotaryEmbedding rope(D, 10000.0);
+        auto [cos, sin] = rope.tables(T, torch::kCPU);
+        torch::Tensor positions;
+        if (documents) {  // three documents in row 0, one in row 1
+            auto ids = torch::zeros({B, T}, torch::kInt64);
+            ids[0].narrow(0, 5, 10).fill_(1);
+            ids[0].narrow(0, 15, T - 15).fill_(2);
+            positions = model::document_positions(ids);
+            QCOMPARE(positions[0][5].item<int64_t>(), int64_t{0});
+        }
+        auto y0 = (torch::randn({B, T, H * D}) * 3).to(yt);
+        if (perHead) y0 = y0.view({B, T, H, D});
+        auto y1 = y0.clone().requires_grad_(true), y2 = y0.clone().requires_grad_(true);
+        auto w2 = norm->weight.detach().clone().requires_grad_(true);
+        auto normed = norm(y1).view({B, T, H, D});
+        auto ref = rope.apply(normed, normed, positions).first;
+        auto fused = model::fused_qk_norm_rope(y2, w2, 1e-6, cos, sin, positions, D);
+        QCOMPARE(fused.sizes(), ref.sizes());
+        QCOMPARE(fused.scalar_type(), yt);
+        auto up = torch::randn(ref.sizes()).to(yt);
+        (ref * up).sum().backward();
+        (fused * up).sum().backward();
+        QCOMPARE(y2.grad().scalar_type(), yt);
+        QCOMPARE(w2.grad().scalar_type(), wt);
+        const bool low = yt != torch::kFloat32;
+        auto check = [&](const char* what, const torch::Tensor& got, const torch::Tensor& want,
+                         double tol) {
+            auto g = got.to(torch::kFloat64), w = want.to(torch::kFloat64);
+            const double worst = ((g - w).abs().max() / (w.abs().max() + 1e-12)).item<double>();
+            QVERIFY2(worst <= tol,
+                     qPrintable(QString("%1 off by %2 of its largest value").arg(what).arg(worst)));
+        };
+        check("out", fused, ref, low ? 8e-3 : 1e-6);
+        check("dy", y2.grad(), y1.grad(), low ? 1.6e-2 : 1e-6);
+        check("dweight", w2.grad(), norm->weight.grad(), low ? 8e-3 : 1e-6);
+        QVERIFY(!torch::equal(fused.detach(), normed.detach()));  // it rotated
+        // The attention's fused route: the same q, k and v as its reference route.
+        config::ModelConfig c;
+        c.d_model = 48;
+        c.n_heads = H;
+        c.n_kv_heads = 1;
+        c.qk_norm = true;
+        c.use_head_qk_norm = perHead;
+        auto shared = std::make_shared<model::RotaryEmbedding>(D, 10000.0);
+        model::Attention a(c, shared, 0);
+        auto x = torch::randn({B, T, 48});
+        torch::NoGradGuard no_grad;
+        auto [q1, k1, v1] = a->qkv(x, [&](const torch::Tensor& q, const torch::Tensor& k) {
+            return shared->apply(q, k, positions);
+        });
+        auto [q2, k2, v2] = a->fused_qkv(x, positions);
+        check("q", q2, q1, 1e-6);
+        check("k", k2, k1, 1e-6);
+        QVERIFY(torch::equal(v2, v1));
+        // The switch routes only CUDA tensors to the kernel; sizes that do not fit are errors.
+        a->fused_qk_norm_rope = true;
+        QVERIFY(!a->fuses_qk_norm_rope(x));
+        QVERIFY_THROWS_EXCEPTION(
+            lathe::Error, model::fused_qk_norm_rope(y0, w2.narrow(0, 0, 8), 1e-6, cos, sin, {}, D));
+        QVERIFY_THROWS_EXCEPTION(lathe::Error,
+                                 model::fused_qk_norm_rope(y0, w2, 1e-6, cos.narrow(0, 0, 4),
+                                                           sin.narrow(0, 0, 4), {}, D));
     }
 
     // optim.fused's step (ATen's _fused_adamw_, run here by its CPU kernel) against the reference
