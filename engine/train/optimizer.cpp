@@ -81,9 +81,10 @@ void Optimizer::step(const torch::Tensor& found_inf) {
     } else if (!adam_) {
         factor = torch::tensor(1.0f);  // plain Lion: OLMo-core's per-parameter step_factor of 1
     }
-    for (auto& g : groups_) {
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        auto& g = groups_[gi];
         if (fused_ && !g.params.empty() && (g.params.front().is_cuda() || found_inf.defined())) {
-            fused_adamw(g, found_inf);
+            fused_adamw(gi, found_inf);
             continue;
         }
         for (auto& p : g.params) {
@@ -128,7 +129,8 @@ void Optimizer::adamw(ParamGroup& g, torch::Tensor& p, State& s) {
 // torch.optim.AdamW(fused=True): the same update as adamw() for every parameter of the group in
 // one kernel; its bias corrections are computed in fp32 on the device from a step tensor per
 // parameter (torch's state_steps), which s.step holds, kept equal to s.steps.
-void Optimizer::fused_adamw(ParamGroup& g, const torch::Tensor& found_inf) {
+void Optimizer::fused_adamw(std::size_t group, const torch::Tensor& found_inf) {
+    auto& g = groups_[group];
     std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
     for (auto& p : g.params) {
         if (!p.grad().defined()) continue;
@@ -149,8 +151,34 @@ void Optimizer::fused_adamw(ParamGroup& g, const torch::Tensor& found_inf) {
         steps.push_back(s.step);
     }
     if (params.empty()) return;
+    // On CUDA the rate is a device tensor (the same arithmetic whether or not a graph replays it);
+    // held rates are read from it on any device.
+    torch::Tensor lr;
+    if (params.front().is_cuda() || lr_held_) {
+        lr = lr_tensor(group, params.front().device());
+        if (!lr_held_) lr.fill_(g.lr);
+    }
     fused_adamw_step(params, grads, exp_avgs, exp_avg_sqs, steps, g,
-                     found_inf.defined() ? found_inf.to(params.front().device()) : found_inf);
+                     found_inf.defined() ? found_inf.to(params.front().device()) : found_inf, lr);
+}
+
+torch::Tensor& Optimizer::lr_tensor(std::size_t group, const torch::Device& device) {
+    if (lr_tensors_.size() < groups_.size()) lr_tensors_.resize(groups_.size());
+    auto& t = lr_tensors_[group];
+    if (!t.defined() || t.device() != device)
+        t = torch::full({}, static_cast<float>(groups_[group].lr),
+                        torch::TensorOptions().dtype(torch::kFloat32).device(device));
+    return t;
+}
+
+void Optimizer::stage_learning_rates() {
+    torch::NoGradGuard no_grad;
+    if (!fused_) return;
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        const auto& g = groups_[gi];
+        if (!g.params.empty() && (g.params.front().is_cuda() || lr_held_))
+            lr_tensor(gi, g.params.front().device()).fill_(g.lr);
+    }
 }
 
 void fused_adamw_step(const std::vector<torch::Tensor>& params,
@@ -158,14 +186,19 @@ void fused_adamw_step(const std::vector<torch::Tensor>& params,
                       const std::vector<torch::Tensor>& exp_avgs,
                       const std::vector<torch::Tensor>& exp_avg_sqs,
                       const std::vector<torch::Tensor>& steps, const ParamGroup& g,
-                      const torch::Tensor& found_inf) {
+                      const torch::Tensor& found_inf, const torch::Tensor& lr) {
     torch::NoGradGuard no_grad;
     torch::_foreach_add_(steps, 1);
     std::optional<torch::Tensor> inf;
     if (found_inf.defined()) inf = found_inf;
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, g.lr,
-                      g.beta1, g.beta2, g.weight_decay, g.eps, /*amsgrad=*/false,
-                      /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+    if (lr.defined())
+        at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
+                          g.beta1, g.beta2, g.weight_decay, g.eps, /*amsgrad=*/false,
+                          /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+    else
+        at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, g.lr,
+                          g.beta1, g.beta2, g.weight_decay, g.eps, /*amsgrad=*/false,
+                          /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
     // A skipped update does not count (torch.optim.AdamW undoes the increment the same way).
     if (inf)
         torch::_foreach_sub_(steps,

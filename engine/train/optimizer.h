@@ -50,6 +50,14 @@ public:
     bool skips_on_device(bool any_device = false) const;
     void zero_grad();
 
+    /// Fused AdamW on CUDA reads each group's learning rate from a one-element fp32 tensor on
+    /// the device. step() sets it from ParamGroup::lr unless held: then the caller sets it with
+    /// stage_learning_rates() before each step, and step() launches only device work that reads
+    /// what it was given (for a CUDA graph of the step, whose replays must see each step's rate).
+    /// Held rates are read from their tensors on the CPU too.
+    void hold_learning_rates(bool held) { lr_held_ = held; }
+    void stage_learning_rates();
+
     /// The state kept per parameter, by name: per-element tensors shaped like the parameter, and
     /// "step" (AdamW kinds) as a one-element int64 tensor. Empty before the first step.
     std::map<std::string, torch::Tensor> state(const torch::Tensor& param) const;
@@ -75,7 +83,9 @@ private:
     torch::Tensor step_factor();
     void adamw(ParamGroup& g, torch::Tensor& p, State& s);
     /// optim.fused on CUDA: the group's AdamW update as torch's fused multi-tensor kernel.
-    void fused_adamw(ParamGroup& g, const torch::Tensor& found_inf);
+    void fused_adamw(std::size_t group, const torch::Tensor& found_inf);
+    /// Group `group`'s learning-rate tensor on `device` (made at first use).
+    torch::Tensor& lr_tensor(std::size_t group, const torch::Device& device);
     void skip_step_adamw(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
     void lion(ParamGroup& g, torch::Tensor& p, State& s, const torch::Tensor& factor);
 
@@ -85,6 +95,8 @@ private:
     int64_t rolling_ = 128;
     double sigma_ = 6.0;
     bool fused_ = false;  ///< optim.fused (AdamW only)
+    bool lr_held_ = false;
+    std::vector<torch::Tensor> lr_tensors_;  ///< per group, fused AdamW on CUDA
     std::vector<ParamGroup> groups_;
     std::map<const void*, State> state_;
     std::vector<torch::Tensor> losses_, grad_norms_;
@@ -94,12 +106,13 @@ private:
 
 /// One step of torch's fused AdamW (ATen's _fused_adamw_: a CUDA and a CPU kernel) over tensors of
 /// one device with the options of group `g`; `steps` are per-parameter fp32 step counts, advanced
-/// by one first as torch.optim.AdamW does. The same update as Optimizer's reference adamw().
+/// by one first as torch.optim.AdamW does. The same update as Optimizer's reference adamw(). With
+/// `lr` (a one-element fp32 tensor on the device) the rate comes from it instead of g.lr.
 void fused_adamw_step(const std::vector<torch::Tensor>& params,
                       const std::vector<torch::Tensor>& grads,
                       const std::vector<torch::Tensor>& exp_avgs,
                       const std::vector<torch::Tensor>& exp_avg_sqs,
                       const std::vector<torch::Tensor>& steps, const ParamGroup& g,
-                      const torch::Tensor& found_inf = {});
+                      const torch::Tensor& found_inf = {}, const torch::Tensor& lr = {});
 
 }  // namespace lathe::train

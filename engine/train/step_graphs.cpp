@@ -4,6 +4,8 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <utility>
+
 #ifdef LATHE_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -18,9 +20,60 @@ struct StepGraphs::Graph {
     at::cuda::CUDAGraph graph;
 #endif
     bool captured = false;
-    torch::Tensor ids, labels, div;  // static inputs
-    model::LossOutput out;           // static outputs
+    torch::Tensor ids, labels, div;      // static inputs
+    model::LossOutput out;               // static outputs
+    std::vector<torch::Tensor> outputs;  // the optimizer step's
 };
+
+#ifdef LATHE_WITH_CUDA
+namespace {
+
+using Pool = decltype(std::declval<at::cuda::CUDAGraph&>().pool());
+
+// Captures what `work` launches into `graph` on a side stream (CUDA refuses the default one),
+// ordered after the work so far and before what follows, with the autocast cache off (its casts
+// would outlive the capture). Returns an empty string, or why the capture failed.
+std::string capture(at::cuda::CUDAGraph& graph, const torch::Device& device, const Pool& pool,
+                    const std::function<void()>& work) {
+    auto current = c10::cuda::getCurrentCUDAStream(device.index());
+    auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+    c10::cuda::CUDAStreamGuard guard(side);
+    {
+        c10::Event ready(c10::DeviceType::CUDA);
+        ready.record(current);
+        ready.block(side);
+    }
+    const bool cache = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(false);
+    std::string why;
+    try {
+        // Thread-local: the bookkeeping and checkpoint threads keep using CUDA meanwhile.
+        graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+        try {
+            work();
+        } catch (...) {
+            try {
+                graph.capture_end();
+            } catch (...) {
+            }
+            throw;
+        }
+        graph.capture_end();
+    } catch (const std::exception& e) {
+        why = e.what();
+        if (why.empty()) why = "unknown error";
+    }
+    at::autocast::set_autocast_cache_enabled(cache);
+    {
+        c10::Event done(c10::DeviceType::CUDA);
+        done.record(side);
+        done.block(current);
+    }
+    return why;
+}
+
+}  // namespace
+#endif
 
 StepGraphs::StepGraphs(OnFailure on_failure, int64_t warmup)
     : on_failure_(std::move(on_failure)), warmup_(warmup) {}
@@ -57,48 +110,12 @@ bool StepGraphs::run(int64_t step, int64_t index, const torch::Tensor& ids,
         g.ids.copy_(ids);
         g.labels.copy_(labels);
         g.div.fill_(div);
-        // Capture on a side stream (CUDA refuses the default one), ordered after the work so far;
-        // the autocast cache off (its casts would outlive the capture).
-        const auto device = ids.device();
-        auto current = c10::cuda::getCurrentCUDAStream(device.index());
-        auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-        c10::cuda::CUDAStreamGuard guard(side);
-        {
-            c10::Event ready(c10::DeviceType::CUDA);
-            ready.record(current);
-            ready.block(side);
-        }
-        const bool cache = at::autocast::is_autocast_cache_enabled();
-        at::autocast::set_autocast_cache_enabled(false);
-        bool ok = true;
-        std::string why;
-        try {
-            // The later micro-batches' graph shares the first's memory pool: they never run at
-            // once, and what the first keeps (the gradients) stays its own.
-            using Pool = decltype(g.graph.pool());
-            const Pool pool = index == 0 ? Pool{0, 0} : first_->graph.pool();
-            // Thread-local: the bookkeeping and checkpoint threads keep using CUDA meanwhile.
-            g.graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
-            try {
-                g.out = body(g.ids, g.labels, g.div);
-            } catch (...) {
-                try {
-                    g.graph.capture_end();
-                } catch (...) {
-                }
-                throw;
-            }
-            g.graph.capture_end();
-        } catch (const std::exception& e) {
-            ok = false;
-            why = e.what();
-        }
-        at::autocast::set_autocast_cache_enabled(cache);
-        {
-            c10::Event done(c10::DeviceType::CUDA);
-            done.record(side);
-            done.block(current);
-        }
+        // The later micro-batches' graph shares the first's memory pool: they never run at once,
+        // and what the first keeps (the gradients) stays its own.
+        const std::string why =
+            capture(g.graph, ids.device(), index == 0 ? Pool{0, 0} : first_->graph.pool(),
+                    [&] { g.out = body(g.ids, g.labels, g.div); });
+        const bool ok = why.empty();
         if (!ok) {
             // From now on every micro-batch runs eagerly and the gradients are set to none after
             // each step again (this step's, partly from the first graph, stay right).
@@ -131,6 +148,39 @@ bool StepGraphs::run(int64_t step, int64_t index, const torch::Tensor& ids,
     out.ce_loss = g.out.ce_loss.clone();
     out.loss = out.ce_loss;
     if (g.out.z_loss.defined()) out.z_loss = g.out.z_loss.clone();
+    return true;
+#endif
+}
+
+bool StepGraphs::run_step(int64_t step, const StepBody& body, std::vector<torch::Tensor>& out) {
+#ifndef LATHE_WITH_CUDA
+    (void)step, (void)body, (void)out;
+    return false;
+#else
+    // Only over gradients the graphs own: set-to-none ones would move between steps.
+    if (failed_ || optimizer_failed_ || !owns_gradients_ || step <= warmup_) return false;
+    if (!optimizer_) {
+        auto g = std::make_unique<Graph>();
+        // It shares the micro-batch graphs' pool: it runs after them, never beside them.
+        const std::string why = capture(g->graph, first_->ids.device(), first_->graph.pool(),
+                                        [&] { g->outputs = body(); });
+        if (!why.empty()) {
+            optimizer_failed_ = true;
+            log::warn(
+                "train_module.cuda_graphs: capturing the optimizer step's graph failed; it runs "
+                "eagerly for the rest of the run: {}",
+                why.substr(0, 500));
+            return false;
+        }
+        g->captured = true;
+        optimizer_ = std::move(g);
+        c10::cuda::CUDACachingAllocator::emptyCache();
+        log::info("train_module.cuda_graphs: captured the optimizer step's graph at step {}", step);
+    }
+    optimizer_->graph.replay();
+    // Copies: the host reads them later (metrics, the norm check), after the next replay.
+    out.clear();
+    for (const auto& t : optimizer_->outputs) out.push_back(t.clone());
     return true;
 #endif
 }

@@ -3,7 +3,10 @@
 // one launch per micro-batch instead of hundreds. Two graphs: the first micro-batch of a step
 // (gradients written) and the others (gradients added); each reads static copies of the input
 // ids, labels and loss divisor and leaves the losses in static outputs. Shapes must repeat: a
-// partial last micro-batch, document masking, evaluation and the optimizer run eagerly.
+// partial last micro-batch, document masking and evaluation run eagerly. A third graph holds the
+// optimizer step (gradient norm, clipping, the fused AdamW update, the compute copies' refresh),
+// captured once the micro-batch graphs own the gradients; its learning rates are device tensors
+// set before each replay.
 //
 // Once captured, the gradients live in the graphs' memory and are overwritten by the first
 // micro-batch of each step instead of being set to none. Without CUDA (and on the CPU) nothing is
@@ -45,13 +48,24 @@ public:
     bool run(int64_t step, int64_t index, const torch::Tensor& ids, const torch::Tensor& labels,
              double div, const Body& body, model::LossOutput& out);
 
+    /// What the optimizer step does on the device; returns the tensors the host reads after it.
+    using StepBody = std::function<std::vector<torch::Tensor>()>;
+
+    /// Runs the optimizer step of `step` through its graph, capturing it first once the
+    /// micro-batch graphs own the gradients; `out` gets copies of what `body` returns. False when
+    /// it must run eagerly (not yet time, or capture failed, which leaves it eager for the rest of
+    /// the run with a warning). `body` must launch the same work every step, reading only tensors
+    /// that outlive it.
+    bool run_step(int64_t step, const StepBody& body, std::vector<torch::Tensor>& out);
+
     /// Whether the gradients belong to the graphs (then they are never set to none).
     bool owns_gradients() const { return owns_gradients_; }
     bool failed() const { return failed_; }
 
 private:
     struct Graph;
-    std::unique_ptr<Graph> first_, rest_;
+    std::unique_ptr<Graph> first_, rest_, optimizer_;
+    bool optimizer_failed_ = false;
     OnFailure on_failure_;
     int64_t warmup_;
     int64_t rows_ = 0, seq_ = 0;

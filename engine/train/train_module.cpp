@@ -211,6 +211,9 @@ TransformerTrainModule::TransformerTrainModule(const config::ExperimentConfig& c
                 if (first || copies_)
                     for (auto& p : model_->parameters()) p.mutable_grad().reset();
             });
+            // The optimizer step's graph reads each step's learning rates from device tensors
+            // set before it runs (eager steps too, so that both do the same arithmetic).
+            optim_->hold_learning_rates(sync_free_);
         }
     }
 }
@@ -367,12 +370,15 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
     }
 }
 
-void TransformerTrainModule::optim_step() {
-    torch::NoGradGuard no_grad;
+std::vector<torch::Tensor> TransformerTrainModule::step_grads() const {
     std::vector<torch::Tensor> grads;
     for (const auto& p : dp_->grad_params()) {
         if (p.grad().defined()) grads.push_back(p.grad());
     }
+    return grads;
+}
+
+torch::Tensor TransformerTrainModule::total_grad_norm(const std::vector<torch::Tensor>& grads) {
     // Total gradient norm in fp32 (gradients are already averaged over ranks; FSDP sums its shards).
     torch::Tensor total =
         torch::zeros({}, torch::TensorOptions().device(env_.device()).dtype(torch::kFloat32));
@@ -404,11 +410,17 @@ void TransformerTrainModule::optim_step() {
         dp_->reduce_grad_norm_sq(total);
         env_.tp_group().all_reduce(total);
     }
-    total = total.sqrt();
+    return total.sqrt();
+}
+
+void TransformerTrainModule::optim_step() {
+    torch::NoGradGuard no_grad;
     if (sync_free_) {
-        sync_free_optim_step(total, grads);
+        sync_free_optim_step();
         return;
     }
+    auto grads = step_grads();
+    const auto total = total_grad_norm(grads);
     const double norm = total.item<double>();
     const bool finite = std::isfinite(norm);
     // OLMo-core records the norm only when it clips (torch's clip_grads_with_norm_: the factor is
@@ -463,27 +475,33 @@ void TransformerTrainModule::set_learning_rates() {
         groups[g].lr = lr;
         trainer_->record_metric("optim/LR (group " + std::to_string(g) + ")", lr, std::nullopt);
     }
+    if (graphs_) optim_->stage_learning_rates();
 }
 
 // The step without a host sync (fused AdamW on CUDA): the gradients are clipped only when the norm
 // is finite, and the fused kernel skips the update when it is not, both decided on the device.
 // What the host must know (to warn, or to stop) it learns one step later from a copy of the norm
-// made without waiting, by when the device has long computed it.
-void TransformerTrainModule::sync_free_optim_step(const torch::Tensor& total,
-                                                  std::vector<torch::Tensor>& grads) {
-    const auto finite = torch::isfinite(total);
+// made without waiting, by when the device has long computed it. With CUDA graphs the device side
+// is one graph replay (sync_free_update, captured once the micro-batch graphs own the gradients).
+void TransformerTrainModule::sync_free_optim_step() {
+    set_learning_rates();
+    check_previous_norm();
+    torch::Tensor total, skipped;
+    std::vector<torch::Tensor> outs;
+    const auto update = [this] {
+        auto [norm, skip] = sync_free_update();
+        return std::vector<torch::Tensor>{norm, skip};
+    };
+    if (graphs_ && graphs_->run_step(trainer_->global_step(), update, outs)) {
+        total = outs[0];
+        skipped = outs[1];
+    } else {
+        std::tie(total, skipped) = sync_free_update();
+    }
     if (cfg_.max_grad_norm) {
         trainer_->record_metric("optim/total grad norm", total, std::nullopt);
         optim_->set_latest_grad_norm(total);
-        auto coef = torch::where(finite, (*cfg_.max_grad_norm / (total + 1e-6)).clamp_max(1.0),
-                                 torch::ones_like(total));
-        if (!grads.empty()) torch::_foreach_mul_(grads, coef);
     }
-    set_learning_rates();
-    check_previous_norm();
-    const auto skipped = finite.logical_not().to(torch::kFloat32);
-    const bool step_anyway = non_finite_action_ == config::StabilityAction::warn;
-    step_optimizer(step_anyway ? torch::Tensor() : skipped.reshape({1}));
     trainer_->record_metric("optim/step skipped", skipped, std::nullopt);
     // The norm's host copy, made when the device gets there; read at the next step. One buffer
     // and one event serve every step: the previous value was read above.
@@ -499,6 +517,21 @@ void TransformerTrainModule::sync_free_optim_step(const torch::Tensor& total,
         c10::impl::VirtualGuardImpl impl(total.device().type());
         pending.event->record(impl.getStream(total.device()));
     }
+}
+
+std::pair<torch::Tensor, torch::Tensor> TransformerTrainModule::sync_free_update() {
+    auto grads = step_grads();
+    const auto total = total_grad_norm(grads);
+    const auto finite = torch::isfinite(total);
+    if (cfg_.max_grad_norm) {
+        auto coef = torch::where(finite, (*cfg_.max_grad_norm / (total + 1e-6)).clamp_max(1.0),
+                                 torch::ones_like(total));
+        if (!grads.empty()) torch::_foreach_mul_(grads, coef);
+    }
+    auto skipped = finite.logical_not().to(torch::kFloat32);
+    const bool step_anyway = non_finite_action_ == config::StabilityAction::warn;
+    step_optimizer(step_anyway ? torch::Tensor() : skipped.reshape({1}));
+    return {total, skipped};
 }
 
 void TransformerTrainModule::step_optimizer(const torch::Tensor& found_inf) {

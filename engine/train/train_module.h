@@ -74,7 +74,15 @@ public:
 
 private:
     void set_learning_rates();
-    void sync_free_optim_step(const torch::Tensor& total, std::vector<torch::Tensor>& grads);
+    /// The gradients the optimizer steps with (set ones only).
+    std::vector<torch::Tensor> step_grads() const;
+    /// Their total norm in fp32, over ranks and tensor-parallel slices, on the device.
+    torch::Tensor total_grad_norm(const std::vector<torch::Tensor>& grads);
+    void sync_free_optim_step();
+    /// The device side of sync_free_optim_step: the norm, clipping and the update, reading and
+    /// writing only tensors that outlive the step, so that a CUDA graph can replay it. Returns
+    /// the norm and whether the update was skipped (1) or made (0).
+    std::pair<torch::Tensor, torch::Tensor> sync_free_update();
     void check_previous_norm();
     /// The optimizer's update (skipped on the device where found_inf says so), then the compute
     /// copies from the updated masters.

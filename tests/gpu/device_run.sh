@@ -119,11 +119,12 @@ train copies "${common[@]}" launch.device=$DEV "${COPIES[@]}" \
 train graphs "${common[@]}" launch.device=$DEV train_module.cuda_graphs=true \
   && compare "cuda graphs = eager (fp32)" fp32 graphs 1e-6
 if [ "$DEV" = cuda ]; then
-  if grep -q "captured the later micro-batch graph" "$LOGS/graphs.log"; then
-    record check '"name": "cuda graphs captured", "ok": true'
+  if grep -q "captured the later micro-batch graph" "$LOGS/graphs.log" \
+     && grep -q "captured the optimizer step's graph" "$LOGS/graphs.log"; then
+    record check '"name": "cuda graphs captured (micro-batches, optimizer step)", "ok": true'
   else
-    say "FAILED: no CUDA graph captured (logs/graphs.log)"; grep -i "cuda_graphs" "$LOGS/graphs.log" | tail -3
-    record check '"name": "cuda graphs captured", "ok": false'
+    say "FAILED: a CUDA graph was not captured (logs/graphs.log)"; grep -i "cuda_graphs" "$LOGS/graphs.log" | tail -3
+    record check '"name": "cuda graphs captured (micro-batches, optimizer step)", "ok": false'
   fi
 fi
 train graphs_copies "${common[@]}" launch.device=$DEV "${COPIES[@]}" train_module.cuda_graphs=true \

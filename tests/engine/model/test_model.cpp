@@ -482,6 +482,43 @@ private Q_SLOTS:
         QCOMPARE(steps[0].item<double>(), 5.0);
     }
 
+    // Held learning rates (what a CUDA graph of the optimizer step replays): the fused step reads
+    // each group's rate from its staged tensor, the same update as from ParamGroup::lr, and a rate
+    // set but not staged is not used: step() itself never writes the tensor it reads. Rates that
+    // fp32 holds exactly, so that both paths are bitwise equal.
+    void heldLearningRatesAreStaged() {
+        torch::manual_seed(5);
+        config::OptimConfig oc;
+        oc.name = config::OptimizerName::adamw;
+        oc.fused = true;
+        train::ParamGroup g;
+        g.weight_decay = 0.1;
+        auto a = torch::randn({5, 6});
+        g.params = {a.clone()};
+        train::Optimizer plain(oc, {g});
+        g.params = {a.clone()};
+        train::Optimizer held(oc, {g});
+        held.hold_learning_rates(true);
+        const auto go = torch::zeros({1});  // found_inf: the fused kernel on the CPU, no skip
+        const std::vector<double> rates = {1.0 / 64, 1.0 / 128, 3.0 / 256, 1.0 / 512};
+        for (std::size_t step = 0; step < rates.size(); ++step) {
+            auto grad = torch::randn_like(a);
+            plain.groups()[0].params[0].mutable_grad() = grad.clone();
+            held.groups()[0].params[0].mutable_grad() = grad.clone();
+            // The last step sets a rate on the held optimizer without staging it: the staged one
+            // (the step before's) is what it must use.
+            const double staged = step + 1 < rates.size() ? rates[step] : rates[step - 1];
+            plain.groups()[0].lr = staged;
+            held.groups()[0].lr = rates[step];
+            if (step + 1 < rates.size()) held.stage_learning_rates();
+            plain.step(go);
+            held.step(go);
+            QVERIFY2(torch::equal(held.groups()[0].params[0], plain.groups()[0].params[0]),
+                     qPrintable(QString("step %1").arg(step)));
+        }
+        QVERIFY(!torch::equal(plain.groups()[0].params[0], a));
+    }
+
     void rope() {
         // head_dim 4, theta 100: inv_freq = [1, 0.1]; at position p the pairs (x0, x2) and (x1, x3)
         // rotate by p and 0.1 p radians.
