@@ -89,6 +89,7 @@ struct FusedOpsConfig {
     bool qk_norm_rope = true;
     bool swiglu = true;
     bool residual_norm = true;
+    bool varlen_attention = true;
 
     template <class V>
     void visit(V& v) {
@@ -114,6 +115,12 @@ struct FusedOpsConfig {
                 {"A post-norm block's (OLMo2's) residual add and RMSNorm, x + norm(branch), as "
                  "one kernel each way (Lathe's CUDA kernel) on CUDA; pre-norm blocks use the "
                  "fused rms_norm alone.",
+                 {}});
+        v.field("varlen_attention", varlen_attention,
+                {"Document masking (dataset.generate_doc_lengths) on CUDA through flash attention "
+                 "over each document's span (ATen's varlen flash kernels, bf16 or fp16 heads of "
+                 "up to 256 features, no sliding window) instead of SDPA with a (B, 1, T, T) "
+                 "mask; off, or where it does not fit: the mask.",
                  {}});
     }
 };

@@ -9,12 +9,15 @@
 #include "engine/model/fused_residual_norm.h"
 #include "engine/model/fused_rope.h"
 #include "engine/model/fused_swiglu.h"
+#include "engine/model/varlen_attention.h"
+#include "engine/util/error.h"
 #include "engine/util/glob.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace lathe::model {
 
@@ -241,6 +244,32 @@ torch::Tensor document_positions(const torch::Tensor& doc_ids) {
     return index - start;
 }
 
+Documents document_spans(const torch::Tensor& host_doc_ids, const torch::Device& device) {
+    if (host_doc_ids.dim() != 2 || !host_doc_ids.is_cpu())
+        throw Error("document_spans: the document ids must be (B, T) on the host, not " +
+                    c10::str(host_doc_ids.sizes(), " on ", host_doc_ids.device()));
+    const auto ids = host_doc_ids.to(torch::kInt64).contiguous();
+    const int64_t B = ids.size(0), T = ids.size(1);
+    if (B * T > std::numeric_limits<int32_t>::max())
+        throw Error("document_spans: " + std::to_string(B * T) + " tokens overflow int32 offsets");
+    const int64_t* p = ids.data_ptr<int64_t>();
+    std::vector<int32_t> cu{0};
+    int64_t longest = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        int64_t start = 0;
+        for (int64_t t = 1; t <= T; ++t) {
+            if (t < T && p[b * T + t] == p[b * T + t - 1]) continue;
+            cu.push_back(static_cast<int32_t>(b * T + t));
+            longest = std::max(longest, t - start);
+            start = t;
+        }
+    }
+    Documents out;
+    out.cu_seqlens = torch::tensor(cu, torch::kInt32).to(device, /*non_blocking=*/true);
+    out.max_len = longest;
+    return out;
+}
+
 const torch::Tensor& DocumentContext::causal_mask() {
     if (!mask_.defined()) mask_ = document_causal_mask(doc_ids);
     return mask_;
@@ -290,6 +319,16 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& input) {
     if (window > 0 && window < T)
         return output(windowed_attention(q, k, v, window, gqa,
                                          masked ? documents->doc_ids : torch::Tensor()));
+    if (masked && fused_varlen && documents->cu_seqlens.defined() && varlen_attention_fits(q)) {
+        // Document masking on CUDA: flash attention over each document's span, no (T, T) mask.
+        const int64_t B = q.size(0);
+        auto flat = [B, T](const torch::Tensor& t) {  // (B, H, T, D) -> (B * T, H, D)
+            return t.transpose(1, 2).reshape({B * T, t.size(1), t.size(3)});
+        };
+        auto att =
+            varlen_attention(flat(q), flat(k), flat(v), documents->cu_seqlens, documents->max_len);
+        return output(att.view({B, T, n_heads, head_dim}).transpose(1, 2));
+    }
     if (masked)  // document masking: SDPA with the (B, 1, T, T) mask
         return output(at::scaled_dot_product_attention(q, k, v, documents->causal_mask(), 0.0,
                                                        /*is_causal=*/false, std::nullopt, gqa));
@@ -400,6 +439,7 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
     for (const auto& m : *blocks) {
         m->as<Block>()->feed_forward->fused = c.fused.swiglu;
         m->as<Block>()->attention->fused_qk_norm_rope = c.fused.qk_norm_rope;
+        m->as<Block>()->attention->fused_varlen = c.fused.varlen_attention;
         m->as<Block>()->fused_residual_norm = c.fused.residual_norm;
     }
     for (const auto& p : parameters()) num_params_ += p.numel();
@@ -498,10 +538,11 @@ std::vector<std::pair<std::string, torch::Tensor*>> TransformerImpl::unit_parame
     return out;
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids,
-                                       const torch::Tensor& doc_ids) {
+torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const Documents& docs) {
     // Every forward sets the document context: masked now, or plain causal (generation, eval).
-    documents->doc_ids = doc_ids;
+    documents->doc_ids = docs.ids;
+    documents->cu_seqlens = docs.ids.defined() ? docs.cu_seqlens : torch::Tensor();
+    documents->max_len = docs.max_len;
     documents->mask_ = documents->positions_ = torch::Tensor();
     torch::Tensor h = input_ids;
     for (int64_t u = 0; u < num_units(); ++u) h = unit_runner ? unit_runner(u, h) : run_unit(u, h);
@@ -511,14 +552,14 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids,
 LossOutput TransformerImpl::forward_loss(const torch::Tensor& input_ids,
                                          const torch::Tensor& labels, double div_factor,
                                          std::optional<double> z_loss_multiplier,
-                                         int64_t ignore_index, const torch::Tensor& doc_ids,
+                                         int64_t ignore_index, const Documents& docs,
                                          const torch::Tensor& div_tensor) {
     auto divide = [&](const torch::Tensor& sum) {
         return div_tensor.defined() ? sum / div_tensor : sum / div_factor;
     };
     // The LM head's output in its own dtype: the fused loss widens bf16 logits a block at a time
     // (no fp32 copy of them is held for backward); the vocabulary-parallel loss takes fp32.
-    auto logits = forward(input_ids, doc_ids);
+    auto logits = forward(input_ids, docs);
     auto flat_labels = labels.reshape({-1});
     if (tp.active() && loss_parallel) {
         auto flat = logits.to(torch::kFloat32).view({-1, logits.size(-1)});

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <utility>
 
 namespace lathe::model {
 
@@ -68,6 +69,11 @@ private:
 /// Undefined: plain causal attention.
 struct DocumentContext {
     torch::Tensor doc_ids;
+    /// The documents' spans over the flattened (B * T) tokens, when the caller made them
+    /// (document_spans): cumulative lengths (documents + 1, int32, on the device) and the longest,
+    /// for flash attention over variable-length documents on CUDA (varlen_attention.h).
+    torch::Tensor cu_seqlens;
+    int64_t max_len = 0;
     /// The (B, 1, T, T) mask of causal attention within documents, made on first use and shared by
     /// every full-attention layer (so that autograd keeps one copy).
     const torch::Tensor& causal_mask();
@@ -103,6 +109,7 @@ struct AttentionImpl : torch::nn::Module {
     RMSNorm q_norm{nullptr}, k_norm{nullptr};
     bool head_qk_norm = false;        ///< QK-norm per head (over head_dim)
     bool fused_qk_norm_rope = false;  ///< model.fused.qk_norm_rope
+    bool fused_varlen = false;        ///< model.fused.varlen_attention
     int64_t window = -1;              ///< sliding window (tokens seen, itself included); -1 full
     int64_t n_heads, n_kv_heads, head_dim;  ///< heads on this rank (a slice under TP)
     std::shared_ptr<RotaryEmbedding> rope;
@@ -177,12 +184,27 @@ struct LossOutput {
     torch::Tensor z_loss;   ///< detached; undefined when z-loss is off
 };
 
+/// A forward's document masking: each token's document (B, T) on the model's device, and
+/// optionally their spans (document_spans), which let CUDA attention skip the (T, T) mask.
+/// Converts from the ids alone; an undefined `ids` means plain causal attention.
+struct Documents {
+    Documents(torch::Tensor ids_ = {}) : ids(std::move(ids_)) {}  // NOLINT(*-explicit-*)
+    torch::Tensor ids;
+    torch::Tensor cu_seqlens;
+    int64_t max_len = 0;
+};
+
+/// The spans of the documents of host_doc_ids (B, T) (data::document_ids, on the host: made
+/// without waiting for the device): cumulative lengths over the flattened tokens, copied to
+/// `device` without blocking, and the longest document.
+Documents document_spans(const torch::Tensor& host_doc_ids, const torch::Device& device);
+
 struct TransformerImpl : torch::nn::Module {
     explicit TransformerImpl(const config::ModelConfig& c);
 
     /// Logits of shape (B, T, vocab). With `doc_ids` (B, T) (data::document_ids), attention does
     /// not cross documents (dataset.generate_doc_lengths).
-    torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& doc_ids = {});
+    torch::Tensor forward(const torch::Tensor& input_ids, const Documents& documents = {});
 
     /// The model as a sequence of units: 0 = embeddings, 1..n_layers = blocks, n_layers + 1 =
     /// final norm and LM head. run_unit() applies one; FSDP wraps each unit through `unit_runner`.
@@ -204,7 +226,7 @@ struct TransformerImpl : torch::nn::Module {
     /// (a CUDA graph's input, which a host number baked into the graph could not be).
     LossOutput forward_loss(const torch::Tensor& input_ids, const torch::Tensor& labels,
                             double div_factor, std::optional<double> z_loss_multiplier,
-                            int64_t ignore_index = -100, const torch::Tensor& doc_ids = {},
+                            int64_t ignore_index = -100, const Documents& documents = {},
                             const torch::Tensor& div_tensor = {});
 
     /// Truncated-normal init (std init_std, cut at +-3 std) from init_seed, in OLMo-core's order:

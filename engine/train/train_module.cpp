@@ -262,6 +262,18 @@ torch::Tensor shifted_labels(const data::Batch& batch, int64_t ignore_index) {
 
 }  // namespace
 
+model::Documents TransformerTrainModule::documents(const data::Batch& batch,
+                                                   const torch::Tensor& doc_ids, int64_t start,
+                                                   int64_t len) const {
+    if (!doc_ids.defined()) return {};
+    // On CUDA the spans too, from the host's ids (no wait for the device), for varlen attention.
+    model::Documents docs;
+    if (env_.device().is_cuda() && model_->cfg.fused.varlen_attention)
+        docs = model::document_spans(batch.doc_ids.narrow(0, start, len), env_.device());
+    docs.ids = doc_ids.narrow(0, start, len);
+    return docs;
+}
+
 void TransformerTrainModule::train_batch(const data::Batch& batch) {
     if (trainer_->global_step() == inject_fault_step_) {
         throw Error("injected fault at step " + std::to_string(inject_fault_step_) +
@@ -334,10 +346,10 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
             {
                 std::optional<AutocastScope> scope;
                 autocast(scope);
-                out = model_->forward_loss(
-                    input_ids.narrow(0, start, len), labels.narrow(0, start, len), num_loss_tokens,
-                    cfg_.z_loss_multiplier, cfg_.label_ignore_index,
-                    doc_ids.defined() ? doc_ids.narrow(0, start, len) : torch::Tensor());
+                out = model_->forward_loss(input_ids.narrow(0, start, len),
+                                           labels.narrow(0, start, len), num_loss_tokens,
+                                           cfg_.z_loss_multiplier, cfg_.label_ignore_index,
+                                           documents(batch, doc_ids, start, len));
             }
             dp_->before_backward(m == n_micro - 1);
             // Fault injection for tests: NaN gradients (the logged loss stays finite).
@@ -581,9 +593,10 @@ std::pair<double, int64_t> TransformerTrainModule::eval_batch(const data::Batch&
     auto input_ids = batch.input_ids.to(env_.device());
     auto labels = shifted_labels(batch, cfg_.label_ignore_index).to(env_.device());
     int64_t n = (labels != cfg_.label_ignore_index).sum().item<int64_t>();
-    auto out = model_->forward_loss(
-        input_ids, labels, 1.0, std::nullopt, cfg_.label_ignore_index,
-        batch.doc_ids.defined() ? batch.doc_ids.to(env_.device()) : torch::Tensor());
+    const auto doc_ids =
+        batch.doc_ids.defined() ? batch.doc_ids.to(env_.device()) : torch::Tensor();
+    auto out = model_->forward_loss(input_ids, labels, 1.0, std::nullopt, cfg_.label_ignore_index,
+                                    documents(batch, doc_ids, 0, input_ids.size(0)));
     model_->train();
     return {out.ce_loss.item<double>(), n};
 }

@@ -74,6 +74,10 @@ public:
 
 private:
     void set_learning_rates();
+    /// Rows [start, start + len) of the batch's document masking: doc_ids (on the device), and
+    /// on CUDA their spans from the batch's host ids; none without document masking.
+    model::Documents documents(const data::Batch& batch, const torch::Tensor& doc_ids,
+                               int64_t start, int64_t len) const;
     /// The gradients the optimizer steps with (set ones only).
     std::vector<torch::Tensor> step_grads() const;
     /// Their total norm in fp32, over ranks and tensor-parallel slices, on the device.

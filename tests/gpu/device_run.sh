@@ -8,6 +8,7 @@
 # plus wheels/ (ai2-olmo-core and the three packages it needs that the device lacks).
 # 1. correctness: CUDA against the CPU (tiny, fp32), bf16 autocast, bitwise resume, and the fused
 #    paths (model.fused.*, optim.fused) against the reference ones;
+#    document masking's varlen route against its mask route;
 # 2. speed: `lathe-engine bench` with fusions on and off, and the peers, on the same shapes
 #    (bf16 autocast, fp32 master weights; olmo2_30M at seq 512, olmo2_190M and olmo2_1B at 4096;
 #    65,536 tokens per step in micro-batches of 16,384).
@@ -129,6 +130,13 @@ if [ "$DEV" = cuda ]; then
 fi
 train graphs_copies "${common[@]}" launch.device=$DEV "${COPIES[@]}" train_module.cuda_graphs=true \
   && compare "cuda graphs = eager (bf16 copies)" copies graphs_copies 1e-6
+# Document masking (issue 32): on CUDA flash attention over each document's span against SDPA
+# with the (T, T) mask, documents at every space of the built-in corpus (on the CPU both are the
+# mask route).
+DOCS=(dataset.generate_doc_lengths=true dataset.eos_token_id=32)
+train docs_mask "${common[@]}" launch.device=$DEV $DTYPE "${DOCS[@]}" model.fused.varlen_attention=false \
+  && train docs_varlen "${common[@]}" launch.device=$DEV $DTYPE "${DOCS[@]}" \
+  && compare "document masking: varlen = mask (bf16)" docs_mask docs_varlen 1e-2
 half=$((CHECK_STEPS / 2))
 if train resume "${common[@]}" launch.device=$DEV $DTYPE trainer.callbacks.checkpointer.save_interval=$half; then
   rm -rf "$LATHE_RUNS_DIR/resumed"
@@ -210,6 +218,15 @@ done
 for m in "${MODELS[@]}"; do
   if (($(date +%s) - T0 > BUDGET)); then say "fp32 bench of $m skipped: past the ${BUDGET} s budget"; continue; fi
   bench lathe-fp32 "$m" train_module.autocast_precision=null
+done
+
+# What document masking costs (issue 32): paragraphs as documents (about 250 tokens, some 16 to a
+# row of 4096), through flash varlen attention and through the mask, against no masking (`lathe`).
+for m in "${MODELS[@]}"; do
+  [ "$m" = olmo2_30M ] && continue
+  if (($(date +%s) - T0 > BUDGET)); then say "document masking bench of $m skipped: past the ${BUDGET} s budget"; continue; fi
+  bench lathe-docs-varlen "$m" dataset.generate_doc_lengths=true dataset.eos_token_id=10
+  bench lathe-docs-mask "$m" dataset.generate_doc_lengths=true dataset.eos_token_id=10 model.fused.varlen_attention=false
 done
 
 # ---- summary -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include "engine/model/fused_swiglu.h"
 #include "engine/model/generate.h"
 #include "engine/model/transformer.h"
+#include "engine/model/varlen_attention.h"
 #include "engine/train/optimizer.h"
 #include "engine/train/scheduler.h"
 #include "engine/util/autocast.h"
@@ -437,6 +438,63 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(lathe::Error,
                                  model::fused_qk_norm_rope(y0, w2, 1e-6, cos.narrow(0, 0, 4),
                                                            sin.narrow(0, 0, 4), {}, D));
+    }
+
+    // Document masking without the (T, T) mask (model.fused.varlen_attention): document_spans
+    // finds each row's documents from the host ids, and varlen_attention over the flattened
+    // tokens (on the CPU its per-document reference, the flash route's on CUDA) equals SDPA with
+    // the block-diagonal causal mask, forward and backward, grouped-query heads and a one-token
+    // document included.
+    void varlenAttentionMatchesDocumentMask() {
+        torch::manual_seed(23);
+        const int64_t B = 2, T = 19, H = 4, Hkv = 2, D = 8;
+        auto ids = torch::zeros({B, T}, torch::kInt64);
+        ids[0].narrow(0, 5, 9).fill_(1);  // row 0: documents of 5, 9 and 5 tokens
+        ids[0].narrow(0, 14, 5).fill_(2);
+        ids[1].narrow(0, 1, 18).fill_(1);  // row 1: 1 and 18
+        const auto spans = model::document_spans(ids, torch::kCPU);
+        QCOMPARE(spans.cu_seqlens.scalar_type(), torch::kInt32);
+        QVERIFY(
+            torch::equal(spans.cu_seqlens, torch::tensor({0, 5, 14, 19, 20, 38}, torch::kInt32)));
+        QCOMPARE(spans.max_len, int64_t{18});
+        auto q0 = torch::randn({B, H, T, D}), k0 = torch::randn({B, Hkv, T, D}),
+             v0 = torch::randn({B, Hkv, T, D});
+        auto q1 = q0.clone().requires_grad_(true), k1 = k0.clone().requires_grad_(true),
+             v1 = v0.clone().requires_grad_(true);
+        auto q2 = q0.clone().requires_grad_(true), k2 = k0.clone().requires_grad_(true),
+             v2 = v0.clone().requires_grad_(true);
+        auto ref = at::scaled_dot_product_attention(q1, k1, v1, model::document_causal_mask(ids),
+                                                    0.0, false, std::nullopt, /*enable_gqa=*/true);
+        auto flat = [](const torch::Tensor& t) {
+            return t.transpose(1, 2).reshape({-1, t.size(1), t.size(3)});
+        };
+        auto got =
+            model::varlen_attention(flat(q2), flat(k2), flat(v2), spans.cu_seqlens, spans.max_len)
+                .view({B, T, H, D})
+                .transpose(1, 2);
+        auto up = torch::randn(ref.sizes());
+        (ref * up).sum().backward();
+        (got * up).sum().backward();
+        auto close = [](const torch::Tensor& a, const torch::Tensor& b) {
+            return (a - b).abs().max().item<double>() <= 1e-6 * (1 + b.abs().max().item<double>());
+        };
+        QVERIFY(close(got, ref));
+        QVERIFY(close(q2.grad(), q1.grad()));
+        QVERIFY(close(k2.grad(), k1.grad()));
+        QVERIFY(close(v2.grad(), v1.grad()));
+        // Plain causal attention over the whole row differs (the masking is real).
+        auto causal =
+            at::scaled_dot_product_attention(q0, k0, v0, {}, 0.0, true, std::nullopt, true);
+        QVERIFY(!close(got.detach(), causal));
+        // The flash route is CUDA's; bad spans and shapes are clear errors.
+        QVERIFY(!model::varlen_attention_fits(flat(q0)));
+        QVERIFY_THROWS_EXCEPTION(
+            lathe::Error, model::varlen_attention(flat(q0), flat(k0), flat(v0),
+                                                  torch::tensor({0, 5, 30}, torch::kInt32), 18));
+        QVERIFY_THROWS_EXCEPTION(
+            lathe::Error, model::varlen_attention(flat(q0), flat(k0).narrow(1, 0, 1), flat(v0),
+                                                  spans.cu_seqlens, 18));
+        QVERIFY_THROWS_EXCEPTION(lathe::Error, model::document_spans(ids.view({-1}), torch::kCPU));
     }
 
     // optim.fused's step (ATen's _fused_adamw_, run here by its CPU kernel) against the reference
