@@ -18,4 +18,28 @@ kernels::ElementType kernel_element_type(torch::ScalarType type, const char* wha
 /// The current CUDA stream of `device` as a cudaStream_t (null without CUDA kernels).
 void* kernel_stream(const torch::Device& device);
 
+/// Calls f with a null pointer of the C++ type of `type` (float, c10::BFloat16 or c10::Half), for
+/// dispatching the kernels' CPU references on it; throws lathe::Error naming `what` otherwise.
+template <class F>
+void with_float_type(torch::ScalarType type, const char* what, F&& f) {
+    switch (kernel_element_type(type, what)) {
+        case kernels::ElementType::float32:
+            f(static_cast<float*>(nullptr));
+            break;
+        case kernels::ElementType::bfloat16:
+            f(static_cast<c10::BFloat16*>(nullptr));
+            break;
+        case kernels::ElementType::float16:
+            f(static_cast<c10::Half*>(nullptr));
+            break;
+    }
+}
+
+/// v rounded through the storage type T, as storing a T and reading it back does (the CPU
+/// references' counterpart of kernel_elements.cuh's round_to).
+template <class T>
+float round_through(float v) {
+    return static_cast<float>(static_cast<T>(v));
+}
+
 }  // namespace lathe::model

@@ -8,15 +8,10 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace lathe::model {
 namespace {
-
-// Rounding through the storage type T, as storing a T and reading it back does.
-template <class T>
-float round_to(float v) {
-    return static_cast<float>(static_cast<T>(v));
-}
 
 using qk_norm_rope::Layout;
 
@@ -49,10 +44,10 @@ void forward_cpu(const Y* y, const W* w, Y* out, float* rstd, const Layout& l, f
             for (int64_t head = 0; head < l.n / (2 * l.half); ++head) {
                 for (int64_t i = 0; i < l.half; ++i) {
                     const int64_t e1 = head * 2 * l.half + i, e2 = e1 + l.half;
-                    const float n1 =
-                        round_to<Y>(static_cast<float>(yr[e1]) * r * static_cast<float>(w[e1]));
-                    const float n2 =
-                        round_to<Y>(static_cast<float>(yr[e2]) * r * static_cast<float>(w[e2]));
+                    const float n1 = round_through<Y>(static_cast<float>(yr[e1]) * r *
+                                                      static_cast<float>(w[e1]));
+                    const float n2 = round_through<Y>(static_cast<float>(yr[e2]) * r *
+                                                      static_cast<float>(w[e2]));
                     float o1 = 0, o2 = 0;
                     rope::rotate(n1, n2, c[i], s[i], c[i + l.half], s[i + l.half], o1, o2);
                     o[e1] = static_cast<Y>(o1);
@@ -83,8 +78,8 @@ void backward_cpu(const Y* g, const Y* y, const W* w, const float* rstd, Y* dy, 
                 float d1 = 0, d2 = 0;
                 rope::rotate_backward(static_cast<float>(gr[e1]), static_cast<float>(gr[e2]), c[i],
                                       s[i], c[i + l.half], s[i + l.half], d1, d2);
-                gn[static_cast<std::size_t>(e1)] = round_to<Y>(d1);
-                gn[static_cast<std::size_t>(e2)] = round_to<Y>(d2);
+                gn[static_cast<std::size_t>(e1)] = round_through<Y>(d1);
+                gn[static_cast<std::size_t>(e2)] = round_through<Y>(d2);
             }
         }
         double dot = 0;
@@ -104,29 +99,6 @@ void backward_cpu(const Y* g, const Y* y, const W* w, const float* rstd, Y* dy, 
     }
 }
 
-#define LATHE_FLOAT_TYPES(NAME, T, ...) \
-    switch (T) {                        \
-        case torch::kFloat32: {         \
-            using NAME = float;         \
-            __VA_ARGS__;                \
-            break;                      \
-        }                               \
-        case torch::kBFloat16: {        \
-            using NAME = c10::BFloat16; \
-            __VA_ARGS__;                \
-            break;                      \
-        }                               \
-        default: {                      \
-            using NAME = c10::Half;     \
-            __VA_ARGS__;                \
-            break;                      \
-        }                               \
-    }
-
-bool supported(torch::ScalarType t) {
-    return t == torch::kFloat32 || t == torch::kBFloat16 || t == torch::kHalf;
-}
-
 // The layout of y's rows, checked: a clear error names what does not fit.
 Layout layout(const torch::Tensor& y, const torch::Tensor& w, const torch::Tensor& cos,
               const torch::Tensor& sin, const torch::Tensor& positions, int64_t head_dim) {
@@ -140,8 +112,9 @@ Layout layout(const torch::Tensor& y, const torch::Tensor& w, const torch::Tenso
     if (n == 0 || n % head_dim != 0 || y.size(-1) != (y.dim() == 3 ? n : head_dim) ||
         (y.dim() == 4 && n != head_dim) || y.dim() > 4)
         fail("the weight must cover whole heads: H * D over (B, T, H * D) or D over (B, T, H, D)");
-    if (!supported(y.scalar_type()) || !supported(w.scalar_type()))
-        fail("unsupported dtypes " + c10::str(y.scalar_type(), " and ", w.scalar_type()));
+    for (const auto t : {y.scalar_type(), w.scalar_type()})
+        if (t != torch::kFloat32 && t != torch::kBFloat16 && t != torch::kHalf)
+            fail("unsupported dtypes " + c10::str(y.scalar_type(), " and ", w.scalar_type()));
     if (w.device() != y.device() || cos.device() != y.device())
         fail("y, the weight and the tables must be on one device");
     const int64_t B = y.size(0), T = y.size(1);
@@ -198,12 +171,14 @@ struct QkNormRopeFunction : torch::autograd::Function<QkNormRopeFunction> {
             throw Error("fused_qk_norm_rope: this build has no CUDA kernels (nvcc was not found)");
 #endif
         } else {
-            LATHE_FLOAT_TYPES(
-                Y, y.scalar_type(),
-                LATHE_FLOAT_TYPES(
-                    W, w.scalar_type(),
+            with_float_type(y.scalar_type(), "fused_qk_norm_rope", [&](auto* yt) {
+                with_float_type(w.scalar_type(), "fused_qk_norm_rope", [&](auto* wt) {
+                    using Y = std::remove_pointer_t<decltype(yt)>;
+                    using W = std::remove_pointer_t<decltype(wt)>;
                     forward_cpu<Y, W>(y.data_ptr<Y>(), w.data_ptr<W>(), out.data_ptr<Y>(),
-                                      rstd.data_ptr<float>(), l, static_cast<float>(eps))));
+                                      rstd.data_ptr<float>(), l, static_cast<float>(eps));
+                });
+            });
         }
         ctx->save_for_backward({y, w, rstd, cos, sin, positions});
         ctx->saved_data["head_dim"] = head_dim;
@@ -240,12 +215,14 @@ struct QkNormRopeFunction : torch::autograd::Function<QkNormRopeFunction> {
 #endif
         } else {
             std::vector<double> acc(static_cast<std::size_t>(l.n), 0.0);
-            LATHE_FLOAT_TYPES(
-                Y, y.scalar_type(),
-                LATHE_FLOAT_TYPES(
-                    W, w.scalar_type(),
+            with_float_type(y.scalar_type(), "fused_qk_norm_rope", [&](auto* yt) {
+                with_float_type(w.scalar_type(), "fused_qk_norm_rope", [&](auto* wt) {
+                    using Y = std::remove_pointer_t<decltype(yt)>;
+                    using W = std::remove_pointer_t<decltype(wt)>;
                     backward_cpu<Y, W>(g.data_ptr<Y>(), y.data_ptr<Y>(), w.data_ptr<W>(),
-                                       rstd.data_ptr<float>(), dy.data_ptr<Y>(), acc.data(), l)));
+                                       rstd.data_ptr<float>(), dy.data_ptr<Y>(), acc.data(), l);
+                });
+            });
             dw = torch::tensor(acc, torch::kFloat64).to(w.scalar_type());
         }
         return {dy,
@@ -257,8 +234,6 @@ struct QkNormRopeFunction : torch::autograd::Function<QkNormRopeFunction> {
                 torch::Tensor()};
     }
 };
-
-#undef LATHE_FLOAT_TYPES
 
 }  // namespace
 

@@ -17,32 +17,15 @@
 namespace lathe::model::qk_norm_rope {
 namespace {
 
+using kernels::last_error;
 using kernels::load;
 using kernels::round_to;
 using kernels::store;
+using kernels::with_type;
 
 constexpr int kMaxThreads = 256;
 constexpr int kMaxPairsPerThread = 16;  // n up to 8192
 constexpr int64_t kRowsPerChunk = 16;
-
-// The sum of v over the block (blockDim.x a multiple of 32), returned to every thread.
-__device__ float block_sum(float v) {
-    __shared__ float warp_sums[kMaxThreads / 32];
-    __shared__ float total;
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) warp_sums[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        float s = lane < static_cast<int>(blockDim.x / 32) ? warp_sums[lane] : 0.0f;
-        for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-        if (lane == 0) total = s;
-    }
-    __syncthreads();
-    const float out = total;
-    __syncthreads();  // total and warp_sums are reused by the next call
-    return out;
-}
 
 // The table rows of norm row `row`'s position.
 __device__ void tables(const Layout& l, int64_t row, const float*& c, const float*& s) {
@@ -53,8 +36,8 @@ __device__ void tables(const Layout& l, int64_t row, const float*& c, const floa
 }
 
 template <class Y, class W>
-__global__ void forward_kernel(const Y* __restrict__ y, const W* __restrict__ w, Y* __restrict__ out,
-                               float* __restrict__ rstd, Layout l, float eps) {
+__global__ void forward_kernel(const Y* __restrict__ y, const W* __restrict__ w,
+                               Y* __restrict__ out, float* __restrict__ rstd, Layout l, float eps) {
     const int64_t row = blockIdx.x, n = l.n, half = l.half, pairs = n / 2;
     const Y* yr = y + row * n;
     Y* o = out + row * n;
@@ -63,7 +46,7 @@ __global__ void forward_kernel(const Y* __restrict__ y, const W* __restrict__ w,
         const float v = load(yr + i);
         sq += v * v;
     }
-    const float r = rsqrtf(block_sum(sq) / static_cast<float>(n) + eps);
+    const float r = rsqrtf(kernels::block_sum<kMaxThreads>(sq) / static_cast<float>(n) + eps);
     if (threadIdx.x == 0) rstd[row] = r;
     const float *c, *s;
     tables(l, row, c, s);
@@ -114,7 +97,7 @@ __global__ void backward_kernel(const Y* __restrict__ g, const Y* __restrict__ y
             acc1[k] += gn1 * n1;
             acc2[k] += gn2 * n2;
         }
-        const float mean = block_sum(dot) / static_cast<float>(n);
+        const float mean = kernels::block_sum<kMaxThreads>(dot) / static_cast<float>(n);
         Y* out = dy + row * n;
         for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
             const int64_t head = p / half, i = p - head * half;
@@ -132,27 +115,6 @@ __global__ void backward_kernel(const Y* __restrict__ g, const Y* __restrict__ y
         const int64_t e1 = head * 2 * half + i;
         part[e1] = acc1[k];
         part[e1 + half] = acc2[k];
-    }
-}
-
-std::string last_error() {
-    const cudaError_t err = cudaGetLastError();
-    return err == cudaSuccess ? std::string() : std::string(cudaGetErrorString(err));
-}
-
-// Calls f with a null pointer of the C++ type for `type`, for dispatching on it.
-template <class F>
-void with_type(ElementType type, F&& f) {
-    switch (type) {
-        case ElementType::float32:
-            f(static_cast<float*>(nullptr));
-            break;
-        case ElementType::bfloat16:
-            f(static_cast<__nv_bfloat16*>(nullptr));
-            break;
-        case ElementType::float16:
-            f(static_cast<__half*>(nullptr));
-            break;
     }
 }
 

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <type_traits>
 
 #ifdef LATHE_WITH_CUDA_KERNELS
 #include "engine/model/fused_residual_norm_kernels.h"
@@ -14,10 +15,6 @@
 namespace lathe::model {
 namespace {
 
-bool supported(torch::ScalarType t) {
-    return t == torch::kFloat32 || t == torch::kBFloat16 || t == torch::kHalf;
-}
-
 void check(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& w) {
     if (!x.sizes().equals(y.sizes()) || y.dim() < 1 || w.dim() != 1 || w.size(0) != y.size(-1) ||
         x.device() != y.device() || w.device() != y.device())
@@ -25,15 +22,6 @@ void check(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& 
             "fused_residual_norm: x and y must have one shape and the weight its last "
             "dimension, on one device; not " +
             c10::str(x.sizes(), ", ", y.sizes(), " and ", w.sizes()));
-    if (!supported(x.scalar_type()) || !supported(y.scalar_type()) || !supported(w.scalar_type()))
-        throw Error("fused_residual_norm: unsupported dtypes " +
-                    c10::str(x.scalar_type(), ", ", y.scalar_type(), ", ", w.scalar_type()));
-}
-
-// Rounding through the storage type T, as storing a T and reading it back does.
-template <class T>
-float round_to(float v) {
-    return static_cast<float>(static_cast<T>(v));
 }
 
 // The CPU forward, row by row in the reference's arithmetic: the mean of squares (accumulated in
@@ -56,7 +44,7 @@ void forward_cpu(const X* x, const Y* y, const W* w, O* out, float* rstd, int64_
             O* o = out + row * d;
             for (int64_t i = 0; i < d; ++i) {
                 const float normed =
-                    round_to<Y>(static_cast<float>(yr[i]) * r * static_cast<float>(w[i]));
+                    round_through<Y>(static_cast<float>(yr[i]) * r * static_cast<float>(w[i]));
                 o[i] = static_cast<O>(static_cast<float>(xr[i]) + normed);
             }
         }
@@ -74,7 +62,7 @@ void backward_cpu(const G* g, const Y* y, const W* w, const float* rstd, Y* dy, 
         const float r = rstd[row];
         auto gn = [&](int64_t i) {
             const float v = static_cast<float>(gr[i]);
-            return round_g ? round_to<Y>(v) : v;
+            return round_g ? round_through<Y>(v) : v;
         };
         double dot = 0;
         for (int64_t i = 0; i < d; ++i) {
@@ -90,25 +78,6 @@ void backward_cpu(const G* g, const Y* y, const W* w, const float* rstd, Y* dy, 
         }
     }
 }
-
-#define LATHE_FLOAT_TYPES(NAME, T, ...) \
-    switch (T) {                        \
-        case torch::kFloat32: {         \
-            using NAME = float;         \
-            __VA_ARGS__;                \
-            break;                      \
-        }                               \
-        case torch::kBFloat16: {        \
-            using NAME = c10::BFloat16; \
-            __VA_ARGS__;                \
-            break;                      \
-        }                               \
-        default: {                      \
-            using NAME = c10::Half;     \
-            __VA_ARGS__;                \
-            break;                      \
-        }                               \
-    }
 
 struct ResidualNormFunction : torch::autograd::Function<ResidualNormFunction> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
@@ -133,17 +102,23 @@ struct ResidualNormFunction : torch::autograd::Function<ResidualNormFunction> {
             throw Error("fused_residual_norm: this build has no CUDA kernels (nvcc was not found)");
 #endif
         } else {
-            LATHE_FLOAT_TYPES(
-                X, x.scalar_type(),
-                LATHE_FLOAT_TYPES(
-                    Y, y.scalar_type(),
-                    LATHE_FLOAT_TYPES(
-                        W, w.scalar_type(),
-                        LATHE_FLOAT_TYPES(O, out_type,
-                                          forward_cpu<X, Y, W, O>(
-                                              x.data_ptr<X>(), y.data_ptr<Y>(), w.data_ptr<W>(),
-                                              out.data_ptr<O>(), rstd.data_ptr<float>(), rows, d,
-                                              static_cast<float>(eps))))));
+            const char* what = "fused_residual_norm";
+            with_float_type(x.scalar_type(), what, [&](auto* xt) {
+                with_float_type(y.scalar_type(), what, [&](auto* yt) {
+                    with_float_type(w.scalar_type(), what, [&](auto* wt) {
+                        with_float_type(out_type, what, [&](auto* ot) {
+                            using X = std::remove_pointer_t<decltype(xt)>;
+                            using Y = std::remove_pointer_t<decltype(yt)>;
+                            using W = std::remove_pointer_t<decltype(wt)>;
+                            using O = std::remove_pointer_t<decltype(ot)>;
+                            forward_cpu<X, Y, W, O>(x.data_ptr<X>(), y.data_ptr<Y>(),
+                                                    w.data_ptr<W>(), out.data_ptr<O>(),
+                                                    rstd.data_ptr<float>(), rows, d,
+                                                    static_cast<float>(eps));
+                        });
+                    });
+                });
+            });
         }
         ctx->save_for_backward({y, w, rstd});
         ctx->saved_data["x_type"] = static_cast<int64_t>(x.scalar_type());
@@ -179,22 +154,24 @@ struct ResidualNormFunction : torch::autograd::Function<ResidualNormFunction> {
 #endif
         } else {
             std::vector<double> acc(static_cast<std::size_t>(d), 0.0);
-            LATHE_FLOAT_TYPES(
-                G, g.scalar_type(),
-                LATHE_FLOAT_TYPES(
-                    Y, y.scalar_type(),
-                    LATHE_FLOAT_TYPES(
-                        W, w.scalar_type(),
+            const char* what = "fused_residual_norm";
+            with_float_type(g.scalar_type(), what, [&](auto* gt) {
+                with_float_type(y.scalar_type(), what, [&](auto* yt) {
+                    with_float_type(w.scalar_type(), what, [&](auto* wt) {
+                        using G = std::remove_pointer_t<decltype(gt)>;
+                        using Y = std::remove_pointer_t<decltype(yt)>;
+                        using W = std::remove_pointer_t<decltype(wt)>;
                         backward_cpu<G, Y, W>(g.data_ptr<G>(), y.data_ptr<Y>(), w.data_ptr<W>(),
                                               rstd.data_ptr<float>(), dy.data_ptr<Y>(), acc.data(),
-                                              rows, d, round_g))));
+                                              rows, d, round_g);
+                    });
+                });
+            });
             dw = torch::tensor(acc, torch::kFloat64).to(w.scalar_type());
         }
         return {g.to(x_type), dy, dw, torch::Tensor()};
     }
 };
-
-#undef LATHE_FLOAT_TYPES
 
 }  // namespace
 

@@ -14,32 +14,15 @@
 namespace lathe::model::residual_norm {
 namespace {
 
+using kernels::last_error;
 using kernels::load;
 using kernels::round_to;
 using kernels::store;
+using kernels::with_type;
 
 constexpr int kThreads = 256;
 constexpr int kMaxColumnsPerThread = 32;  // d up to 8192
 constexpr int64_t kRowsPerChunk = 16;
-
-// The sum of v over the block, returned to every thread.
-__device__ float block_sum(float v) {
-    __shared__ float warp_sums[kThreads / 32];
-    __shared__ float total;
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) warp_sums[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        float s = lane < static_cast<int>(blockDim.x / 32) ? warp_sums[lane] : 0.0f;
-        for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-        if (lane == 0) total = s;
-    }
-    __syncthreads();
-    const float out = total;
-    __syncthreads();  // total and warp_sums are reused by the next call
-    return out;
-}
 
 template <class X, class Y, class W, class O>
 __global__ void forward_kernel(const X* __restrict__ x, const Y* __restrict__ y,
@@ -54,7 +37,7 @@ __global__ void forward_kernel(const X* __restrict__ x, const Y* __restrict__ y,
         const float v = load(yr + i);
         sq += v * v;
     }
-    const float r = rsqrtf(block_sum(sq) / static_cast<float>(d) + eps);
+    const float r = rsqrtf(kernels::block_sum<kThreads>(sq) / static_cast<float>(d) + eps);
     if (threadIdx.x == 0) rstd[row] = r;
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
         const float normed = round_to<Y>(load(yr + i) * r * load(w + i));
@@ -83,7 +66,7 @@ __global__ void backward_kernel(const G* __restrict__ g, const Y* __restrict__ y
             dot += gn * load(w + i) * n;
             acc[k] += gn * n;
         }
-        const float mean = block_sum(dot) / static_cast<float>(d);
+        const float mean = kernels::block_sum<kThreads>(dot) / static_cast<float>(d);
         Y* out = dy + row * d;
         for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
             float gn = load(gr + i);
@@ -94,27 +77,6 @@ __global__ void backward_kernel(const G* __restrict__ g, const Y* __restrict__ y
     }
     float* part = dw_partial + static_cast<int64_t>(blockIdx.x) * d;
     for (int64_t i = threadIdx.x, k = 0; i < d; i += blockDim.x, ++k) part[i] = acc[k];
-}
-
-std::string last_error() {
-    const cudaError_t err = cudaGetLastError();
-    return err == cudaSuccess ? std::string() : std::string(cudaGetErrorString(err));
-}
-
-// Calls f with a null pointer of the C++ type for `type`, for dispatching on it.
-template <class F>
-void with_type(ElementType type, F&& f) {
-    switch (type) {
-        case ElementType::float32:
-            f(static_cast<float*>(nullptr));
-            break;
-        case ElementType::bfloat16:
-            f(static_cast<__nv_bfloat16*>(nullptr));
-            break;
-        case ElementType::float16:
-            f(static_cast<__half*>(nullptr));
-            break;
-    }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 namespace lathe::model::swiglu {
 namespace {
 
+using kernels::last_error;
 using kernels::load;
 using kernels::store;
 
@@ -46,11 +47,6 @@ constexpr int kThreads = 256;
 unsigned blocks_for(int64_t n) {
     const int64_t want = (n + kThreads - 1) / kThreads;
     return static_cast<unsigned>(want < 65535 * 8 ? want : 65535 * 8);
-}
-
-std::string last_error() {
-    const cudaError_t err = cudaGetLastError();
-    return err == cudaSuccess ? std::string() : std::string(cudaGetErrorString(err));
 }
 
 template <class T>

@@ -39,7 +39,24 @@ int64_t expected_params(const config::ModelConfig& m) {
     return config::estimate_training_memory(cfg, 1).parameters;
 }
 
+// Empty when `got` is within `tol` of `want` relative to want's largest magnitude; else what is
+// off and by how much.
+QString relative_miss(const char* what, const torch::Tensor& got, const torch::Tensor& want,
+                      double tol) {
+    auto g = got.to(torch::kFloat64), w = want.to(torch::kFloat64);
+    const double worst = ((g - w).abs().max() / (w.abs().max() + 1e-12)).item<double>();
+    return worst <= tol ? QString()
+                        : QString("%1 off by %2 of its largest value").arg(what).arg(worst);
+}
+
 }  // namespace
+
+// Fails the test function unless relative_miss finds nothing.
+#define QVERIFY_CLOSE(what, got, want, tol)                        \
+    do {                                                           \
+        const QString miss_ = relative_miss(what, got, want, tol); \
+        QVERIFY2(miss_.isEmpty(), qPrintable(miss_));              \
+    } while (false)
 
 class TestModel : public QObject {
     Q_OBJECT
@@ -326,17 +343,10 @@ private Q_SLOTS:
         QCOMPARE(w2.grad().scalar_type(), wt);
         QCOMPARE(x2.grad().scalar_type(), xt);
         const bool low = xt != torch::kFloat32 || yt != torch::kFloat32;
-        auto check = [&](const char* what, const torch::Tensor& got, const torch::Tensor& want,
-                         double tol) {
-            auto g = got.to(torch::kFloat64), w = want.to(torch::kFloat64);
-            const double worst = ((g - w).abs().max() / (w.abs().max() + 1e-12)).item<double>();
-            QVERIFY2(worst <= tol,
-                     qPrintable(QString("%1 off by %2 of its largest value").arg(what).arg(worst)));
-        };
-        check("out", out2, out1, low ? 8e-3 : 1e-6);
-        check("dx", x2.grad(), x1.grad(), 0);
-        check("dy", y2.grad(), y1.grad(), low ? 1.6e-2 : 1e-6);
-        check("dweight", w2.grad(), ref->weight.grad(), low ? 8e-3 : 1e-6);
+        QVERIFY_CLOSE("out", out2, out1, low ? 8e-3 : 1e-6);
+        QVERIFY_CLOSE("dx", x2.grad(), x1.grad(), 0);
+        QVERIFY_CLOSE("dy", y2.grad(), y1.grad(), low ? 1.6e-2 : 1e-6);
+        QVERIFY_CLOSE("dweight", w2.grad(), ref->weight.grad(), low ? 8e-3 : 1e-6);
         // A mismatch is a clear error.
         QVERIFY_THROWS_EXCEPTION(lathe::Error,
                                  model::fused_residual_norm(x0, y0, w2.narrow(0, 0, 10), 1e-6));
@@ -401,16 +411,9 @@ private Q_SLOTS:
         QCOMPARE(y2.grad().scalar_type(), yt);
         QCOMPARE(w2.grad().scalar_type(), wt);
         const bool low = yt != torch::kFloat32;
-        auto check = [&](const char* what, const torch::Tensor& got, const torch::Tensor& want,
-                         double tol) {
-            auto g = got.to(torch::kFloat64), w = want.to(torch::kFloat64);
-            const double worst = ((g - w).abs().max() / (w.abs().max() + 1e-12)).item<double>();
-            QVERIFY2(worst <= tol,
-                     qPrintable(QString("%1 off by %2 of its largest value").arg(what).arg(worst)));
-        };
-        check("out", fused, ref, low ? 8e-3 : 1e-6);
-        check("dy", y2.grad(), y1.grad(), low ? 1.6e-2 : 1e-6);
-        check("dweight", w2.grad(), norm->weight.grad(), low ? 8e-3 : 1e-6);
+        QVERIFY_CLOSE("out", fused, ref, low ? 8e-3 : 1e-6);
+        QVERIFY_CLOSE("dy", y2.grad(), y1.grad(), low ? 1.6e-2 : 1e-6);
+        QVERIFY_CLOSE("dweight", w2.grad(), norm->weight.grad(), low ? 8e-3 : 1e-6);
         QVERIFY(!torch::equal(fused.detach(), normed.detach()));  // it rotated
         // The attention's fused route: the same q, k and v as its reference route.
         config::ModelConfig c;
@@ -427,8 +430,8 @@ private Q_SLOTS:
             return shared->apply(q, k, positions);
         });
         auto [q2, k2, v2] = a->fused_qkv(x, positions);
-        check("q", q2, q1, 1e-6);
-        check("k", k2, k1, 1e-6);
+        QVERIFY_CLOSE("q", q2, q1, 1e-6);
+        QVERIFY_CLOSE("k", k2, k1, 1e-6);
         QVERIFY(torch::equal(v2, v1));
         // The switch routes only CUDA tensors to the kernel; sizes that do not fit are errors.
         a->fused_qk_norm_rope = true;
