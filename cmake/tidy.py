@@ -1,11 +1,21 @@
 #!/usr/bin/env python3
 """clang-tidy (.clang-tidy's checks) over the project's C++ sources, with a result cache.
 
-    tidy.py CLANG_TIDY BUILD_DIR [--all] [--cache DIR] [-j N] [FILES...]
+    tidy.py CLANG_TIDY BUILD_DIR [--all] [--since-baseline] [--record-baseline] [--cache DIR]
+            [-j N] [FILES...]
 
 Which files: FILES, else every project source in BUILD_DIR's compile_commands.json with --all,
 else the sources changed since git HEAD (staged, unstaged and untracked). Generated sources (moc,
 precompiled-header stubs) are not ours and are skipped.
+
+The baseline (.ci/tidy-baseline, in the repository): a commit whose every source passed a full
+check, and the clang-tidy that checked it. With --all --since-baseline (the CI test) a translation
+unit is checked only when its source or a project header it reads (ninja's dependency log) differs
+from that commit, so a cold machine checks what changed since the last full pass, not all of it.
+Everything is checked when the baseline cannot be used: its commit is not in this clone's history,
+another clang-tidy runs, or a .clang-tidy or the compiler settings changed since.
+--record-baseline runs the full check (cache-assisted) and, when it is clean on a clean work tree,
+writes HEAD into .ci/tidy-baseline for the next commit to carry.
 
 The cache (--cache DIR, or --cache auto: $LATHE_CACHE/tidy, default ~/.cache/lathe/tidy, as the
 CI test uses it) holds one entry per translation unit,
@@ -28,6 +38,10 @@ import subprocess
 import sys
 
 SCHEMA = "1"  # bump when the key or the entry format changes
+BASELINE = os.path.join(".ci", "tidy-baseline")
+# A change to one of these since the baseline re-checks everything: the compiler settings every
+# compile command carries (the checks themselves, .clang-tidy files, are matched by name).
+GLOBAL_INPUTS = ("cmake/LatheCompiler.cmake", "CMakePresets.json")
 
 
 def repo_root():
@@ -40,6 +54,74 @@ def changed_sources(root):
                                    text=True)
     names = {n for n in out.split() if n.endswith(".cpp")}
     return sorted(os.path.join(root, n) for n in names if os.path.isfile(os.path.join(root, n)))
+
+
+def tidy_version(tidy):
+    out = subprocess.run([tidy, "--version"], capture_output=True, text=True).stdout
+    return next((l.strip() for l in out.splitlines() if "version" in l), out.strip())
+
+
+def read_baseline(root):
+    """{'commit': sha, 'clang-tidy': version line} from .ci/tidy-baseline, or None."""
+    path = os.path.join(root, BASELINE)
+    if not os.path.isfile(path):
+        return None
+    fields = {}
+    for line in open(path):
+        line = line.strip()
+        if line and not line.startswith("#") and " " in line:
+            k, v = line.split(" ", 1)
+            fields[k] = v.strip()
+    return fields if "commit" in fields and "clang-tidy" in fields else None
+
+
+def changed_since(root, commit):
+    """Repository-relative paths that differ from COMMIT (committed, staged, unstaged, untracked),
+    or None when COMMIT is not in this clone's history."""
+    ok = subprocess.run(["git", "cat-file", "-e", commit + "^{commit}"], cwd=root,
+                        capture_output=True).returncode == 0
+    if not ok:
+        return None
+    out = subprocess.check_output(["git", "diff", "--name-only", commit], cwd=root, text=True)
+    out += subprocess.check_output(["git", "ls-files", "--others", "--exclude-standard"], cwd=root,
+                                   text=True)
+    return set(out.split())
+
+
+def baseline_scope(root, tidy):
+    """(changed paths, why) for --since-baseline: None for the paths means check everything."""
+    base = read_baseline(root)
+    if base is None:
+        return None, f"no {BASELINE}: every file is checked"
+    if base["clang-tidy"] != tidy_version(tidy):
+        return None, (f"{BASELINE} was checked by {base['clang-tidy']}, this is "
+                      f"{tidy_version(tidy)}: every file is checked")
+    changed = changed_since(root, base["commit"])
+    if changed is None:
+        return None, (f"the baseline commit {base['commit'][:12]} is not in this clone's history: "
+                      "every file is checked")
+    touched = sorted(p for p in changed
+                     if p in GLOBAL_INPUTS or os.path.basename(p) == ".clang-tidy")
+    if touched:
+        return None, f"{', '.join(touched)} changed since the baseline: every file is checked"
+    return changed, f"baseline {base['commit'][:12]}: {len(changed)} paths changed since"
+
+
+def record_baseline(root, tidy):
+    status = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"],
+                                     cwd=root, text=True)
+    if status.strip():
+        print("tidy: the work tree has uncommitted changes: commit them, then record the baseline")
+        return 1
+    head = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=root, text=True).strip()
+    os.makedirs(os.path.join(root, os.path.dirname(BASELINE)), exist_ok=True)
+    with open(os.path.join(root, BASELINE), "w") as f:
+        f.write("# Written by `cmake/tidy.py ... --record-baseline` after a full clang-tidy pass "
+                "over every source\n# of this commit was clean; the CI's tidy test checks only "
+                "what changed since it.\n")
+        f.write(f"commit {head}\nclang-tidy {tidy_version(tidy)}\n")
+    print(f"tidy: baseline recorded: {head[:12]} ({BASELINE}); commit it")
+    return 0
 
 
 def clang_arguments(entry):
@@ -141,6 +223,19 @@ class Keyer:
         return h.hexdigest()
 
 
+def touched_since_baseline(keyer, root, source, entry, changed):
+    """Whether SOURCE or a project file its compilation read differs from the baseline. A unit
+    with no dependency list (not built) counts as touched."""
+    if os.path.relpath(source, root) in changed:
+        return True
+    args = clang_arguments(entry)
+    out = args[args.index("-o") + 1] if "-o" in args else None
+    deps = keyer.deps.get(out)
+    if deps is None:
+        return True
+    return any(os.path.relpath(p, root) in changed for p in deps if keyer._ours(p))
+
+
 def run_one(tidy, db, source):
     proc = subprocess.run([tidy, "--quiet", "-p", db, source], capture_output=True, text=True)
     noise = ("warnings generated", "warning generated", "Suppressed ", "Use -header-filter",
@@ -155,6 +250,8 @@ def main():
     ap.add_argument("tidy")
     ap.add_argument("build")
     ap.add_argument("--all", action="store_true")
+    ap.add_argument("--since-baseline", action="store_true")
+    ap.add_argument("--record-baseline", action="store_true")
     ap.add_argument("--cache")
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
     ap.add_argument("files", nargs="*")
@@ -174,13 +271,17 @@ def main():
 
     if opt.files:
         sources = [os.path.realpath(f) for f in opt.files]
-    elif opt.all:
+    elif opt.all or opt.record_baseline:
         sources = sorted(entries)
     else:
         sources = changed_sources(root)
     if not sources:
         print("tidy: no changed C++ sources")
         return 0
+    scope = None
+    if opt.since_baseline and not opt.record_baseline:
+        scope, why = baseline_scope(root, opt.tidy)
+        print(f"tidy: {why}", flush=True)
 
     # clang's compilation database: GCC's precompiled-header flags out.
     import tempfile
@@ -195,11 +296,11 @@ def main():
         cache_root = os.environ.get("LATHE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
                                                                     "lathe")
         opt.cache = os.path.join(cache_root, "tidy")
-    keyer = Keyer(root, build, opt.tidy) if opt.cache else None
+    keyer = Keyer(root, build, opt.tidy) if (opt.cache or scope is not None) else None
     if opt.cache:
         os.makedirs(opt.cache, exist_ok=True)
 
-    jobs, cached, failed = [], 0, []
+    jobs, cached, unchanged, failed = [], 0, 0, []
     results = {}
     for src in sources:
         rel = os.path.relpath(src, root)
@@ -213,8 +314,11 @@ def main():
             # numerics tests against CPU references.
             print(f"tidy: {rel} is CUDA (skipped: clang 14 cannot parse CUDA 12+ headers)")
             continue
+        if scope is not None and not touched_since_baseline(keyer, root, src, e, scope):
+            unchanged += 1
+            continue
         key = None
-        if keyer:
+        if keyer and opt.cache:
             args = clang_arguments(e)
             out = None
             if "-o" in args:
@@ -240,8 +344,8 @@ def main():
             os.replace(part, os.path.join(d, key))
         return rel, status, out
 
-    print(f"tidy: {len(sources)} files, {cached} from the cache, {len(jobs)} to check "
-          f"({opt.j} at a time)", flush=True)
+    print(f"tidy: {len(sources)} files, {unchanged} unchanged since the baseline, {cached} from "
+          f"the cache, {len(jobs)} to check ({opt.j} at a time)", flush=True)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, opt.j)) as pool:
         for rel, status, out in pool.map(work, jobs):
             print(f"tidy: {rel}{'' if status == 0 else ': findings'}", flush=True)
@@ -256,7 +360,10 @@ def main():
     if failed:
         print(f"\ntidy: findings in {len(failed)} of {len(results)} files: {' '.join(failed)}")
         return 1
-    print(f"tidy: clean ({len(results)} files)")
+    print(f"tidy: clean ({len(results)} files checked or cached, {unchanged} unchanged since "
+          "the baseline)")
+    if opt.record_baseline:
+        return record_baseline(root, opt.tidy)
     return 0
 
 
