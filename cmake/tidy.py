@@ -13,7 +13,8 @@ check, and the clang-tidy that checked it. With --all --since-baseline (the CI t
 unit is checked only when its source or a project header it reads (ninja's dependency log) differs
 from that commit, so a cold machine checks what changed since the last full pass, not all of it.
 Everything is checked when the baseline cannot be used: its commit is not in this clone's history,
-another clang-tidy runs, or a .clang-tidy or the compiler settings changed since.
+another clang-tidy runs, or the root .clang-tidy or the compiler settings changed since; a
+.clang-tidy of a subfolder that changed re-checks the sources under that folder.
 --record-baseline runs the full check (cache-assisted) and, when it is clean on a clean work tree,
 writes HEAD into .ci/tidy-baseline for the next commit to carry.
 
@@ -40,8 +41,8 @@ import sys
 SCHEMA = "1"  # bump when the key or the entry format changes
 BASELINE = os.path.join(".ci", "tidy-baseline")
 # A change to one of these since the baseline re-checks everything: the compiler settings every
-# compile command carries (the checks themselves, .clang-tidy files, are matched by name).
-GLOBAL_INPUTS = ("cmake/LatheCompiler.cmake", "CMakePresets.json")
+# compile command carries, and the root .clang-tidy (a subfolder's re-checks that folder).
+GLOBAL_INPUTS = ("cmake/LatheCompiler.cmake", "CMakePresets.json", ".clang-tidy")
 
 
 def repo_root():
@@ -100,8 +101,7 @@ def baseline_scope(root, tidy):
     if changed is None:
         return None, (f"the baseline commit {base['commit'][:12]} is not in this clone's history: "
                       "every file is checked")
-    touched = sorted(p for p in changed
-                     if p in GLOBAL_INPUTS or os.path.basename(p) == ".clang-tidy")
+    touched = sorted(p for p in changed if p in GLOBAL_INPUTS)
     if touched:
         return None, f"{', '.join(touched)} changed since the baseline: every file is checked"
     return changed, f"baseline {base['commit'][:12]}: {len(changed)} paths changed since"
@@ -226,8 +226,13 @@ class Keyer:
 def touched_since_baseline(keyer, root, source, entry, changed):
     """Whether SOURCE or a project file its compilation read differs from the baseline. A unit
     with no dependency list (not built) counts as touched."""
-    if os.path.relpath(source, root) in changed:
+    rel = os.path.relpath(source, root)
+    if rel in changed:
         return True
+    # A subfolder's .clang-tidy that changed: the sources under it.
+    for p in changed:
+        if os.path.basename(p) == ".clang-tidy" and rel.startswith(os.path.dirname(p) + "/"):
+            return True
     args = clang_arguments(entry)
     out = args[args.index("-o") + 1] if "-o" in args else None
     deps = keyer.deps.get(out)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cmake/tidy.py's baseline (.ci/tidy-baseline): which translation units the CI's tidy test checks.
 
-A throw-away git repository with three sources (a.cpp and b.cpp read a.h, c.cpp reads only
+A throw-away git repository with three sources (a.cpp and b.cpp read a.h, lib/c.cpp reads only
 itself) is built by real ninja with gcc's dependency files, so tidy.py reads a real ninja deps log.
 clang-tidy is stood in for by a script that logs each file it is asked to check and reports a
 finding in any file holding the word FINDING. Each case asserts the exact set of files checked
@@ -11,7 +11,8 @@ and tidy.py's exit status:
   baseline at HEAD, no edits  none; a finding left in an unchanged file is not reported
   edit a.h                    a.cpp and b.cpp (they read it), not c.cpp
   edit c.cpp with a finding   c.cpp only, and the run fails naming it
-  a new .clang-tidy           every file
+  a new lib/.clang-tidy       c.cpp, the one source under lib/
+  a changed root .clang-tidy  every file
   another clang-tidy version  every file
   baseline not in history     every file
   --record-baseline           writes HEAD and the version; refuses on a dirty work tree
@@ -47,18 +48,19 @@ def make_repo(top):
     write(os.path.join(repo, "a.h"), "inline int a() { return 1; }\n")
     write(os.path.join(repo, "a.cpp"), '#include "a.h"\nint fa() { return a(); }\n')
     write(os.path.join(repo, "b.cpp"), '#include "a.h"\nint fb() { return a() + 1; }\n')
-    write(os.path.join(repo, "c.cpp"), "int fc() { return 3; }\n")
+    write(os.path.join(repo, "lib", "c.cpp"), "int fc() { return 3; }\n")
     write(os.path.join(repo, ".gitignore"), "build/\n")
     build = os.path.join(repo, "build")
     os.makedirs(build)
     rules = ["rule cxx", "  command = g++ -MD -MF $out.d -c $in -o $out", "  depfile = $out.d",
              "  deps = gcc", ""]
     db = []
-    for name in ("a", "b", "c"):
+    for name in ("a", "b", "lib/c"):
         src = os.path.join(repo, name + ".cpp")
-        rules.append(f"build {name}.o: cxx {src}")
+        obj = os.path.basename(name) + ".o"
+        rules.append(f"build {obj}: cxx {src}")
         db.append({"directory": build, "file": src,
-                   "command": f"g++ -MD -MF {name}.o.d -c {src} -o {name}.o"})
+                   "command": f"g++ -MD -MF {obj}.d -c {src} -o {obj}"})
     write(os.path.join(build, "build.ninja"), "\n".join(rules) + "\n")
     import json
     write(os.path.join(build, "compile_commands.json"), json.dumps(db))
@@ -137,13 +139,13 @@ def main():
         expect("a.h edited", proc, checked, ["a.cpp", "b.cpp"], 0)
         commit_all(repo, "a.h")
 
-        with open(os.path.join(repo, "c.cpp"), "a") as f:
+        with open(os.path.join(repo, "lib", "c.cpp"), "a") as f:
             f.write("// FINDING\n")
         proc, checked = run(repo, build, tidy, log)
         expect("c.cpp edited with a finding", proc, checked, ["a.cpp", "b.cpp", "c.cpp"], 1)
         if "c.cpp" not in proc.stdout.split("findings in", 1)[-1]:
             failures.append(f"the failing run does not name c.cpp:\n{proc.stdout}")
-        sh(["git", "checkout", "-q", "c.cpp"], repo)
+        sh(["git", "checkout", "-q", "lib/c.cpp"], repo)
 
         proc = subprocess.run([sys.executable, TIDY_PY, tidy, build, "--record-baseline"],
                               cwd=repo, capture_output=True, text=True)
@@ -152,16 +154,22 @@ def main():
         proc, checked = run(repo, build, tidy, log)
         expect("baseline moved past the a.h edit", proc, checked, [], 0)
 
-        with open(os.path.join(repo, "c.cpp"), "a") as f:
+        with open(os.path.join(repo, "lib", "c.cpp"), "a") as f:
             f.write("// FINDING\n")
         proc, checked = run(repo, build, tidy, log)
         expect("c.cpp alone edited with a finding", proc, checked, ["c.cpp"], 1)
-        sh(["git", "checkout", "-q", "c.cpp"], repo)
+        sh(["git", "checkout", "-q", "lib/c.cpp"], repo)
 
-        write(os.path.join(repo, "sub", ".clang-tidy"), "Checks: '-*'\n")
+        write(os.path.join(repo, "lib", ".clang-tidy"), "Checks: '-*'\n")
         proc, checked = run(repo, build, tidy, log)
-        expect("a new .clang-tidy", proc, checked, everything, 0)
-        shutil.rmtree(os.path.join(repo, "sub"))
+        expect("a new lib/.clang-tidy", proc, checked, ["c.cpp"], 0)
+        os.remove(os.path.join(repo, "lib", ".clang-tidy"))
+
+        with open(os.path.join(repo, ".clang-tidy"), "a") as f:
+            f.write("# changed\n")
+        proc, checked = run(repo, build, tidy, log)
+        expect("a changed root .clang-tidy", proc, checked, everything, 0)
+        sh(["git", "checkout", "-q", ".clang-tidy"], repo)
 
         proc, checked = run(repo, build, other, log)
         expect("another clang-tidy", proc, checked, everything, 0)
@@ -173,7 +181,7 @@ def main():
         expect("baseline not in history", proc, checked, everything, 0)
         sh(["git", "checkout", "-q", ".ci/tidy-baseline"], repo)
 
-        with open(os.path.join(repo, "c.cpp"), "a") as f:
+        with open(os.path.join(repo, "lib", "c.cpp"), "a") as f:
             f.write("// dirty\n")
         proc = subprocess.run([sys.executable, TIDY_PY, tidy, build, "--record-baseline"],
                               cwd=repo, capture_output=True, text=True)

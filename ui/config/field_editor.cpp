@@ -133,26 +133,37 @@ void FieldEditor::build() {
             }
             break;
     }
-    if (spec_.nullable) {
-        null_ = new QCheckBox(tr("unset"), frame_);
-        null_->setToolTip(tr("Leave unset (null in the config), so the default applies: %1")
-                              .arg(spec_.description));
-        connect(null_, &QCheckBox::toggled, this, [this](bool on) {
-            setNullState(on);
-            if (on) {
-                showNullPlaceholder();
-            } else {
-                clearNullPlaceholder();
-                const bool was = updating_;
-                updating_ = true;
-                setScalar(fallbackValue());  // the engine's value, to edit from
-                updating_ = was;
-            }
-            if (!updating_) Q_EMIT edited();
-        });
-        nullText_ = toQ(lathe::config::null_placeholder(spec_.description.toStdString(), nullptr));
-        row->addWidget(null_);
-    }
+    if (spec_.nullable) buildNullToggle(row);
+    buildMessages(outer);
+
+    setToolTip(spec_.description);
+    setFocusProxy(input_);
+}
+
+// "unset": the field left null in the config, so its default applies.
+void FieldEditor::buildNullToggle(QHBoxLayout* row) {
+    null_ = new QCheckBox(tr("unset"), frame_);
+    null_->setToolTip(
+        tr("Leave unset (null in the config), so the default applies: %1").arg(spec_.description));
+    connect(null_, &QCheckBox::toggled, this, [this](bool on) {
+        setNullState(on);
+        if (on) {
+            showNullPlaceholder();
+        } else {
+            clearNullPlaceholder();
+            const bool was = updating_;
+            updating_ = true;
+            setScalar(fallbackValue());  // the engine's value, to edit from
+            updating_ = was;
+        }
+        if (!updating_) Q_EMIT edited();
+    });
+    nullText_ = toQ(lathe::config::null_placeholder(spec_.description.toStdString(), nullptr));
+    row->addWidget(null_);
+}
+
+// The lines under the field: its error and a note on refused input.
+void FieldEditor::buildMessages(QVBoxLayout* outer) {
     error_ = new QLabel(this);
     error_->setObjectName(QStringLiteral("fieldError"));
     error_->setWordWrap(true);
@@ -166,9 +177,6 @@ void FieldEditor::build() {
     note_->setWordWrap(true);
     note_->hide();
     outer->addWidget(note_);
-
-    setToolTip(spec_.description);
-    setFocusProxy(input_);
 }
 
 void FieldEditor::setNullState(bool isNull) {

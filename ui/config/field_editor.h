@@ -12,9 +12,11 @@
 
 class QCheckBox;
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QToolButton;
+class QVBoxLayout;
 
 namespace lathe::ui {
 
@@ -55,6 +57,8 @@ Q_SIGNALS:
 
 private:
     void build();
+    void buildNullToggle(QHBoxLayout* row);
+    void buildMessages(QVBoxLayout* outer);
     void setNullState(bool isNull);
     /// While null: the input emptied, with nullText_ in its place.
     void showNullPlaceholder();

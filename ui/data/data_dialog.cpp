@@ -38,6 +38,27 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
     tabs_->addTab(mixture_, tr("Mixture"));
     connect(mixture_, &MixtureEditor::applyToConfig, this, &DataDialog::applyToConfig);
 
+    layout->addWidget(buildInputs());
+    layout->addWidget(buildTokenizer());
+    layout->addWidget(buildOutput());
+    buildProgressAndButtons(layout);
+
+    connect(job_, &PrepareJob::progressChanged, this, [this](double fraction, const QString& msg) {
+        if (fraction < 0) {
+            progress_->setRange(0, 0);  // busy: training a tokenizer
+        } else {
+            progress_->setRange(0, 1000);
+            progress_->setValue(qRound(fraction * 1000));
+        }
+        status_->setText(msg);
+    });
+    connect(job_, &PrepareJob::stateChanged, this, &DataDialog::updateButtons);
+    connect(job_, &PrepareJob::finished, this, &DataDialog::onFinished);
+    updateButtons();
+}
+
+// The text to prepare: files and folders, and whether they are chat conversations.
+QGroupBox* DataDialog::buildInputs() {
     auto* inputsBox = new QGroupBox(tr("Text"), this);
     auto* inputsLayout = new QVBoxLayout(inputsBox);
     inputsLayout->addWidget(new QLabel(
@@ -81,7 +102,6 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
         updateButtons();
     });
     connect(trainOnAll_, &QCheckBox::toggled, this, &DataDialog::updateButtons);
-    layout->addWidget(inputsBox);
     connect(addFiles, &QPushButton::clicked, this,
             [this] { addInputs(QFileDialog::getOpenFileNames(this, tr("Text or JSONL files"))); });
     connect(addFolder, &QPushButton::clicked, this, [this] {
@@ -92,7 +112,11 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
         delete inputs_->currentItem();
         updateButtons();
     });
+    return inputsBox;
+}
 
+// The tokenizer: an existing file, or a new SentencePiece model trained on the text.
+QGroupBox* DataDialog::buildTokenizer() {
     auto* tokBox = new QGroupBox(tr("Tokenizer"), this);
     auto* tokForm = new QFormLayout(tokBox);
     auto* fileRow = new QHBoxLayout;
@@ -121,7 +145,6 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
     trainRow->addWidget(type_);
     trainRow->addStretch();
     tokForm->addRow(trainRow);
-    layout->addWidget(tokBox);
     connect(browseTok, &QPushButton::clicked, this, [this] {
         const QString f = QFileDialog::getOpenFileName(
             this, tr("Tokenizer file"), {}, tr("Tokenizers (*.json *.model);;All files (*)"));
@@ -129,7 +152,11 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
     });
     connect(train_, &QCheckBox::toggled, this, &DataDialog::updateButtons);
     connect(tokenizer_, &QLineEdit::textChanged, this, &DataDialog::updateButtons);
+    return tokBox;
+}
 
+// Where the token files go, and their shard size.
+QGroupBox* DataDialog::buildOutput() {
     auto* outBox = new QGroupBox(tr("Token files"), this);
     auto* outForm = new QFormLayout(outBox);
     auto* outRow = new QHBoxLayout;
@@ -146,13 +173,16 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
     shardSize_->addItems({QStringLiteral("1GB"), QStringLiteral("256MB"), QStringLiteral("64MB"),
                           QStringLiteral("4GB")});
     outForm->addRow(tr("Shard size:"), shardSize_);
-    layout->addWidget(outBox);
     connect(browseOut, &QPushButton::clicked, this, [this] {
         const QString d = QFileDialog::getExistingDirectory(this, tr("Folder for the token files"));
         if (!d.isEmpty()) setOutputFolder(d);
     });
     connect(out_, &QLineEdit::textChanged, this, &DataDialog::updateButtons);
+    return outBox;
+}
 
+// The progress bar, the status line and Prepare / Cancel / Close.
+void DataDialog::buildProgressAndButtons(QVBoxLayout* layout) {
     progress_ = new QProgressBar(this);
     progress_->setObjectName(QStringLiteral("dataProgress"));
     progress_->setRange(0, 1000);
@@ -174,19 +204,6 @@ DataDialog::DataDialog(QWidget* parent) : QDialog(parent), job_(new PrepareJob(t
     connect(prepareButton_, &QPushButton::clicked, this, &DataDialog::prepare);
     connect(cancelButton_, &QPushButton::clicked, job_, &PrepareJob::cancel);
     connect(closeButton_, &QPushButton::clicked, this, &QDialog::reject);
-
-    connect(job_, &PrepareJob::progressChanged, this, [this](double fraction, const QString& msg) {
-        if (fraction < 0) {
-            progress_->setRange(0, 0);  // busy: training a tokenizer
-        } else {
-            progress_->setRange(0, 1000);
-            progress_->setValue(qRound(fraction * 1000));
-        }
-        status_->setText(msg);
-    });
-    connect(job_, &PrepareJob::stateChanged, this, &DataDialog::updateButtons);
-    connect(job_, &PrepareJob::finished, this, &DataDialog::onFinished);
-    updateButtons();
 }
 
 PrepareRequest DataDialog::request() const {

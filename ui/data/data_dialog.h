@@ -10,6 +10,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -18,6 +19,7 @@ class QPushButton;
 class QSpinBox;
 class QTabWidget;
 class QTextBrowser;
+class QVBoxLayout;
 
 namespace lathe::ui {
 
@@ -56,6 +58,10 @@ Q_SIGNALS:
     void applyToConfig(const QVector<std::pair<QString, lathe::config::Json>>& changes);
 
 private:
+    QGroupBox* buildInputs();
+    QGroupBox* buildTokenizer();
+    QGroupBox* buildOutput();
+    void buildProgressAndButtons(QVBoxLayout* layout);
     void updateButtons();
     void updateChatPreview();
     void onFinished(bool ok);
