@@ -15,6 +15,14 @@
 
 namespace lathe::checkpoint {
 
+using remote::base_name;
+using remote::DownloadedFolder;
+using remote::is_remote_path;
+using remote::LocalStorage;
+using remote::Storage;
+using remote::storage_for;
+using stateful::Stateful;
+
 namespace fs = std::filesystem;
 
 Checkpointer::Checkpointer(dist::Environment& env, bool save_overwrite,
@@ -542,10 +550,10 @@ std::vector<std::string> verify_checkpoint(const std::string& dir) {
 }  // namespace
 
 namespace {
-nlohmann::json inspect_local(const std::string& dir, bool verify);
+protocol::CheckpointInspection inspect_local(const std::string& dir, bool verify);
 }  // namespace
 
-nlohmann::json inspect_checkpoint(const std::string& dir, bool verify) {
+protocol::CheckpointInspection inspect_checkpoint(const std::string& dir, bool verify) {
     const auto storage = storage_for(dir);
     if (!storage->remote()) return inspect_local(dir, verify);
     // Remote: the small files (and with verify, all) are downloaded and inspected locally; the
@@ -561,46 +569,60 @@ nlohmann::json inspect_checkpoint(const std::string& dir, bool verify) {
         (fs::temp_directory_path() /
          ("lathe-inspect-" + std::to_string(::getpid()) + "-" + base_name(dir)))
             .string();
-    nlohmann::json out;
+    protocol::CheckpointInspection out;
     {
         // Nothing wanted (no small file there) must not mean everything: the metadata file
         // stands in, and it is missing, so nothing is downloaded.
         if (wanted.empty()) wanted.emplace_back(run_folder::kCheckpointMetadataFile);
         const DownloadedFolder copy(*storage, dir, local, wanted);
         out = inspect_local(copy.path(), verify);
-        if (out.contains("problems"))
-            for (auto& p : out["problems"]) p = copy.remote_names(p.get<std::string>());
+        if (out.problems)
+            for (auto& p : *out.problems) p = copy.remote_names(p);
     }
-    out["path"] = dir;
-    out["remote"] = true;
+    out.path = dir;
+    out.remote = true;
     const std::string problem =
         files.empty() ? "nothing is stored there" : structural_problem(*storage, dir, &names);
-    out["complete"] = problem.empty();
-    if (!problem.empty()) out["problem"] = problem;
-    nlohmann::json list = nlohmann::json::array();
-    uint64_t total = 0;
+    out.complete = problem.empty();
+    if (!problem.empty()) out.problem = problem;
+    std::vector<protocol::CheckpointFile> list;
+    int64_t total = 0;
     for (const auto& [name, bytes] : files) {
-        list.push_back({{"file", name}, {"bytes", bytes}});
-        total += bytes;
+        list.push_back({name, static_cast<int64_t>(bytes)});
+        total += static_cast<int64_t>(bytes);
     }
-    out["files"] = list;
-    out["total_bytes"] = total;
+    out.files = std::move(list);
+    out.total_bytes = total;
     return out;
 }
 
 namespace {
 
-nlohmann::json inspect_local(const std::string& dir, bool verify) {
-    nlohmann::json out;
-    out["path"] = dir;
-    out["complete"] = Checkpointer::dir_is_checkpoint(dir);
+// The run a checkpoint's config.json describes, in a line.
+protocol::CheckpointConfigSummary config_summary(const std::string& file) {
+    auto c = nlohmann::json::parse(read_text_file(file));
+    const auto& m = c.at("model");
+    protocol::CheckpointConfigSummary s;
+    s.run_name = c.value("run_name", "");
+    s.model = std::to_string(m.value("d_model", 0)) + "d x " +
+              std::to_string(m.value("n_layers", 0)) + " layers, vocab " +
+              std::to_string(m.value("vocab_size", 0));
+    s.sequence_length = c.at("dataset").value("sequence_length", int64_t(0));
+    s.global_batch_size = c.at("data_loader").value("global_batch_size", int64_t(0));
+    return s;
+}
+
+protocol::CheckpointInspection inspect_local(const std::string& dir, bool verify) {
+    protocol::CheckpointInspection out;
+    out.path = dir;
+    out.complete = Checkpointer::dir_is_checkpoint(dir);
     if (verify) {
         const auto problems = verify_checkpoint(dir);
-        out["verified"] = problems.empty();
-        if (!problems.empty()) out["problems"] = problems;
+        out.verified = problems.empty();
+        if (!problems.empty()) out.problems = problems;
     } else {
-        out["verified"] = false;
-        out["verification"] =
+        out.verified = false;
+        out.verification =
             "not verified: `inspect --verify` reads every file and checks each "
             "tensor's CRC-32C";
     }
@@ -608,54 +630,49 @@ nlohmann::json inspect_local(const std::string& dir, bool verify) {
     if (fs::exists(run_folder::join(dir, run_folder::kUnusableReasonFile), ec)) {
         if (auto r = run_folder::read_record<run_folder::UnusableCheckpoint>(
                 run_folder::join(dir, run_folder::kUnusableReasonFile)))
-            out["set_aside_as_unusable"] = r->reason;
+            out.set_aside_as_unusable = r->reason;
     }
     if (fs::exists(run_folder::join(dir, run_folder::kCheckpointMetadataFile), ec)) {
         try {
-            out["metadata"] = nlohmann::json::parse(
+            out.metadata = nlohmann::ordered_json::parse(
                 read_text_file(run_folder::join(dir, run_folder::kCheckpointMetadataFile)));
         } catch (const std::exception& e) {
-            out["metadata_error"] = e.what();
+            out.metadata_error = e.what();
         }
     }
     if (fs::exists(run_folder::join(dir, run_folder::train_state_file(0)), ec)) {
         try {
             auto s = nlohmann::json::parse(
                 read_text_file(run_folder::join(dir, run_folder::train_state_file(0))));
-            for (const char* k :
-                 {"global_step", "global_train_tokens_seen", "epoch", "world_size"}) {
-                if (s.contains(k)) out[k] = s[k];
-            }
+            auto take = [&s](const char* key, std::optional<int64_t>& to) {
+                if (s.contains(key) && s[key].is_number_integer()) to = s[key].get<int64_t>();
+            };
+            take("global_step", out.global_step);
+            take("global_train_tokens_seen", out.global_train_tokens_seen);
+            take("epoch", out.epoch);
+            take("world_size", out.world_size);
         } catch (const std::exception& e) {
-            out["trainer_state_error"] = e.what();
+            out.trainer_state_error = e.what();
         }
     }
     if (fs::exists(dir + "/config.json", ec)) {
         try {
-            auto c = nlohmann::json::parse(read_text_file(dir + "/config.json"));
-            const auto& m = c.at("model");
-            out["config"] = {
-                {"run_name", c.value("run_name", "")},
-                {"model", std::to_string(m.value("d_model", 0)) + "d x " +
-                              std::to_string(m.value("n_layers", 0)) + " layers, vocab " +
-                              std::to_string(m.value("vocab_size", 0))},
-                {"sequence_length", c.at("dataset").value("sequence_length", 0)},
-                {"global_batch_size", c.at("data_loader").value("global_batch_size", 0)}};
+            out.config = config_summary(dir + "/config.json");
         } catch (const std::exception& e) {
-            out["config_error"] = e.what();
+            out.config_error = e.what();
         }
     }
-    nlohmann::json files = nlohmann::json::array();
-    uint64_t total = 0;
+    std::vector<protocol::CheckpointFile> files;
+    int64_t total = 0;
     for (auto it = fs::recursive_directory_iterator(dir, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
         if (!it->is_regular_file(ec)) continue;
-        uint64_t sz = it->file_size(ec);
+        const auto sz = static_cast<int64_t>(it->file_size(ec));
         total += sz;
-        files.push_back({{"file", fs::relative(it->path(), dir).string()}, {"bytes", sz}});
+        files.push_back({fs::relative(it->path(), dir).string(), sz});
     }
-    out["files"] = files;
-    out["total_bytes"] = total;
+    out.files = std::move(files);
+    out.total_bytes = total;
     return out;
 }
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "engine/distributed/env.h"
+#include "engine/protocol/cli_output.h"
 #include "engine/remote/storage.h"
 #include "engine/run_folder/records.h"
 #include "engine/stateful/stateful.h"
@@ -55,7 +56,7 @@ class Checkpointer {
 public:
     /// `storage` replaces LocalStorage for local paths (tests); remote paths use storage_for().
     Checkpointer(dist::Environment& env, bool save_overwrite,
-                 std::unique_ptr<Storage> storage = nullptr);
+                 std::unique_ptr<remote::Storage> storage = nullptr);
     ~Checkpointer();
     /// A local folder for staging uploads and downloads of remote checkpoints (default: a folder
     /// under the system's temporary folder).
@@ -64,7 +65,7 @@ public:
     /// Saves `state` (its tensors and its JSON state) to `dir`. With async, returns once the state
     /// is copied; `on_done(seconds)` runs on the background thread after the checkpoint is
     /// complete.
-    void save(const std::string& dir, Stateful& state, bool ephemeral, bool async,
+    void save(const std::string& dir, stateful::Stateful& state, bool ephemeral, bool async,
               const std::vector<std::pair<std::string, std::string>>& extra_files = {},
               const std::function<void(double)>& on_done = {});
     /// Waits for an async save; rethrows its error.
@@ -77,7 +78,7 @@ public:
     /// every file before changing anything, so a failed read leaves `state` as it was. Throws
     /// UnusableCheckpointError when the checkpoint's files are damaged or contradict each other,
     /// lathe::Error when they are fine but do not fit `state`.
-    void load(const std::string& dir, Stateful& state, bool load_trainer_state,
+    void load(const std::string& dir, stateful::Stateful& state, bool load_trainer_state,
               bool load_optim_state);
 
     static bool dir_is_checkpoint(const std::string& dir);
@@ -95,7 +96,7 @@ public:
     /// Deletes a checkpoint: metadata first, so it stops counting before its files go.
     void remove(const std::string& dir);
     /// The storage of `path`: the local one, or that of its remote scheme.
-    Storage& storage_of(const std::string& path);
+    remote::Storage& storage_of(const std::string& path);
 
 private:
     struct Staged {
@@ -106,13 +107,13 @@ private:
         bool ephemeral = false;
     };
     void write(const Staged& s);
-    void write_remote(const Staged& s, Storage& remote);
+    void write_remote(const Staged& s, remote::Storage& remote);
     std::string staging_dir() const;
 
     dist::Environment& env_;
     bool save_overwrite_;
-    std::unique_ptr<Storage> storage_;
-    std::unique_ptr<Storage> remote_;
+    std::unique_ptr<remote::Storage> storage_;
+    std::unique_ptr<remote::Storage> remote_;
     std::string remote_scheme_;
     std::string staging_dir_;
     std::thread writer_;
@@ -122,8 +123,8 @@ private:
 
 /// Summary of a checkpoint folder for `lathe-engine inspect`. With `verify`, also reads every file
 /// in full: the JSON files parse, each train/rank{K}.json is for the folder's step, and every
-/// tensor matches its CRC-32C ("verified": true, or false with "problems" naming file and tensor).
-/// Without it, "verified" is false and "verification" says it was not done.
-nlohmann::json inspect_checkpoint(const std::string& dir, bool verify = false);
+/// tensor matches its CRC-32C (verified, or not with `problems` naming file and tensor). Without
+/// it, `verified` is false and `verification` says it was not done.
+protocol::CheckpointInspection inspect_checkpoint(const std::string& dir, bool verify = false);
 
 }  // namespace lathe::checkpoint

@@ -24,7 +24,18 @@
 #include <fstream>
 #include <set>
 
-namespace lathe::hf {
+namespace lathe::checkpoint {
+
+using hf::ExportTokens;
+using hf::hf_config_json;
+using hf::hf_name;
+using hf::hf_weight_files;
+using hf::is_hf_model_folder;
+using hf::lathe_name;
+using hf::model_config_from_hf;
+using hf::SafetensorsEntry;
+using hf::SafetensorsReader;
+using hf::SafetensorsWriter;
 
 namespace fs = std::filesystem;
 
@@ -419,23 +430,22 @@ std::map<std::string, torch::Tensor> read_checkpoint_weights(const std::string& 
     return out;
 }
 
-bool is_any_hf_model_folder(const std::string& path) {
-    if (!checkpoint::is_remote_path(path)) return is_hf_model_folder(path);
-    const auto storage = checkpoint::storage_for(path);
-    return storage->exists(run_folder::join(path, "config.json")) &&
-           (storage->exists(run_folder::join(path, "model.safetensors")) ||
-            storage->exists(run_folder::join(path, "model.safetensors.index.json")));
+bool is_hf_model_folder_at(const std::string& path) {
+    if (!remote::is_remote_path(path)) return hf::is_hf_model_folder(path);
+    const auto storage = remote::storage_for(path);
+    return hf::is_hf_model_folder(path,
+                                  [&storage](const std::string& f) { return storage->exists(f); });
 }
 
 ModelSource::ModelSource(std::string path) : path_(std::move(path)), local_(path_) {
-    if (checkpoint::is_remote_path(path_) && is_any_hf_model_folder(path_)) {
+    if (remote::is_remote_path(path_) && is_hf_model_folder_at(path_)) {
         static std::atomic<int> counter{0};
         const std::string temp =
             (fs::temp_directory_path() /
              ("lathe-model-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
                 .string();
-        const auto storage = checkpoint::storage_for(path_);
-        copy_ = std::make_unique<checkpoint::DownloadedFolder>(*storage, path_, temp);
+        const auto storage = remote::storage_for(path_);
+        copy_ = std::make_unique<remote::DownloadedFolder>(*storage, path_, temp);
         local_ = copy_->path();
     }
     hf_ = is_hf_model_folder(local_);
@@ -509,4 +519,4 @@ void import_hf(const std::string& hf_dir, const std::string& out_ckpt) {
     staging.commit();
 }
 
-}  // namespace lathe::hf
+}  // namespace lathe::checkpoint

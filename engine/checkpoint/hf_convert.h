@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-namespace lathe::checkpoint {
+namespace lathe::remote {
 class DownloadedFolder;
 }
 
-namespace lathe::hf {
+namespace lathe::checkpoint {
 
 struct ExportOptions {
     std::string dtype = "float32";                ///< "float32" or "bfloat16"
@@ -47,9 +47,8 @@ ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_d
 /// Lathe checkpoint's config.json.
 config::ModelConfig model_config_of(const std::string& path);
 
-/// True when `path` is a Hugging Face model folder, here or remote (s3://, http(s)://): its
-/// config.json and model.safetensors or model.safetensors.index.json are there.
-bool is_any_hf_model_folder(const std::string& path);
+/// hf::is_hf_model_folder for `path` here or in a bucket (s3://, http(s)://), asking its storage.
+bool is_hf_model_folder_at(const std::string& path);
 
 /// A model to start from or to generate with, resolved once from its path: a complete Lathe
 /// checkpoint, or a Hugging Face model folder of any family (hf/family.h), here or in a bucket
@@ -82,7 +81,7 @@ private:
     std::string path_, local_;
     bool hf_ = false;
     config::ModelConfig model_;
-    std::unique_ptr<checkpoint::DownloadedFolder> copy_;
+    std::unique_ptr<remote::DownloadedFolder> copy_;
 };
 
 /// Reads the weights of the Hugging Face folder `dir` (sharded or not; fp32, bf16 or fp16) under
@@ -109,4 +108,4 @@ void import_hf(const std::string& hf_dir, const std::string& out_ckpt);
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
     const config::ModelConfig& m);
 
-}  // namespace lathe::hf
+}  // namespace lathe::checkpoint

@@ -13,6 +13,10 @@
 
 namespace lathe::checkpoint {
 
+using remote::base_name;
+using remote::parent_path;
+using remote::storage_for;
+
 namespace fs = std::filesystem;
 
 int64_t prepare_resume(const std::string& folder, const std::string& checkpoint_folder,

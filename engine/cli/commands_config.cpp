@@ -3,6 +3,7 @@
 #include "engine/config/io.h"
 #include "engine/config/memory_estimate.h"
 #include "engine/hf/finetune.h"
+#include "engine/protocol/cli_output.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
 #include "engine/train/scheduler.h"
@@ -249,42 +250,42 @@ int cmd_runs(const Args& args) {
             folders.push_back(e.path().string());
     std::sort(folders.begin(), folders.end());
     for (const auto& f : folders) {
-        nlohmann::json row = {{"name", fs::path(f).filename().string()}, {"path", f}};
+        protocol::RunRow row;
+        row.name = fs::path(f).filename().string();
+        row.path = f;
         std::string error;
         const auto s = run_folder::read_record<run_folder::RunStatus>(
             run_folder::join(f, run_folder::kStatusFile), &error);
         if (s) {
-            const auto state = run_folder::effective_state(*s);
-            row["state"] = state;
-            row["reason"] = state == s->state
-                                ? s->reason
-                                : "its process " + std::to_string(s->pid) +
-                                      " is gone without a final status (killed or crashed)";
-            row["step"] = s->step;
-            row["max_steps"] = s->max_steps;
-            row["updated_at"] = s->updated_at;
-            row["model"] = s->model;
-            row["last_loss"] = s->last_loss ? nlohmann::json(*s->last_loss) : nlohmann::json();
+            row.state = run_folder::effective_state(*s);
+            row.reason = row.state == s->state
+                             ? s->reason
+                             : "its process " + std::to_string(s->pid) +
+                                   " is gone without a final status (killed or crashed)";
+            row.step = s->step;
+            row.max_steps = s->max_steps;
+            row.updated_at = s->updated_at;
+            row.model = s->model;
+            row.last_loss = s->last_loss;
         } else {
-            row["state"] = "unknown";
-            row["reason"] = error.empty() ? "no status.json" : error;
+            row.state = "unknown";
+            row.reason = error.empty() ? "no status.json" : error;
         }
         std::string tags;
         if (const auto n = run_folder::read_record<run_folder::RunNotes>(
                 run_folder::join(f, run_folder::kNotesFile))) {
-            row["tags"] = n->tags;
-            row["notes"] = n->notes;
+            row.tags = n->tags;
+            row.notes = n->notes;
             for (const auto& t : n->tags) tags += (tags.empty() ? "[" : ", ") + t;
             if (!tags.empty()) tags += "] ";
         }
         if (json) {
-            std::cout << row.dump() << "\n";
+            std::cout << protocol::write_output(row) << "\n";
             continue;
         }
-        std::printf("%-28s %-12s %8s  %s%s\n", row["name"].get<std::string>().c_str(),
-                    row["state"].get<std::string>().c_str(),
-                    row.contains("step") ? std::to_string(row["step"].get<int64_t>()).c_str() : "-",
-                    tags.c_str(), row["reason"].get<std::string>().c_str());
+        std::printf("%-28s %-12s %8s  %s%s\n", row.name.c_str(), row.state.c_str(),
+                    row.step ? std::to_string(*row.step).c_str() : "-", tags.c_str(),
+                    row.reason.c_str());
     }
     if (!json && folders.empty()) std::cout << "no runs in " << root << "\n";
     return kExitOk;

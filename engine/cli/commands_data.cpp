@@ -2,10 +2,11 @@
 // dataset: what a config's dataset is, instance by instance (what the model will see).
 #include "engine/chat/conversation.h"
 #include "engine/cli/cli.h"
+#include "engine/config/rules.h"
 #include "engine/data/dataset.h"
 #include "engine/data/instance_filter.h"
-#include "engine/prepare/manifest.h"
 #include "engine/prepare/prepare.h"
+#include "engine/protocol/cli_output.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
 #include "engine/util/size.h"
@@ -71,12 +72,17 @@ std::function<void(const prepare::Progress&)> progress_printer(const std::string
         const double rate = p.seconds > 0 ? static_cast<double>(p.bytes_done) / p.seconds : 0;
         const double eta = rate > 0 ? static_cast<double>(p.bytes_total - p.bytes_done) / rate : -1;
         if (json) {
-            nlohmann::json j = {{"event", "progress"},          {"bytes_done", p.bytes_done},
-                                {"bytes_total", p.bytes_total}, {"text_bytes", p.text_bytes},
-                                {"tokens", p.tokens},           {"documents", p.documents},
-                                {"shards", p.shards},           {"seconds", p.seconds},
-                                {"mb_per_s", rate / 1e6},       {"eta_s", eta}};
-            std::cout << j.dump() << std::endl;
+            protocol::PrepareProgress e;
+            e.bytes_done = static_cast<int64_t>(p.bytes_done);
+            e.bytes_total = static_cast<int64_t>(p.bytes_total);
+            e.text_bytes = static_cast<int64_t>(p.text_bytes);
+            e.tokens = p.tokens;
+            e.documents = p.documents;
+            e.shards = p.shards;
+            e.seconds = p.seconds;
+            e.mb_per_s = rate / 1e6;
+            e.eta_s = eta;
+            std::cout << protocol::write_output(e) << std::endl;
             return;
         }
         if (progress_mode == "none") return;
@@ -96,42 +102,37 @@ std::function<void(const prepare::Progress&)> progress_printer(const std::string
 }
 
 // What prepare-data made: a JSON event, or the folder's summary and the command that trains on it.
-int report_prepared(const nlohmann::json& manifest, const std::string& out, bool json) {
+int report_prepared(const token_files::Manifest& manifest, const std::string& out, bool json) {
     const std::string folder = std::filesystem::absolute(out).lexically_normal().string();
     const std::string tokenizer_copy =
-        (std::filesystem::path(folder) / manifest["tokenizer"]["file"].get<std::string>()).string();
-    const int64_t padded = manifest["tokenizer"]["padded_vocab_size"].get<int64_t>();
+        (std::filesystem::path(folder) / manifest.tokenizer.file).string();
+    const int64_t padded = manifest.tokenizer.padded_vocab_size;
     if (json) {
-        std::cout << nlohmann::json(
-                         {{"event", "done"},
-                          {"folder", folder},
-                          {"tokenizer", tokenizer_copy},
-                          {"dtype", manifest["dtype"]},
-                          {"tokens", manifest["tokens"]},
-                          {"documents", manifest["documents"]},
-                          {"shards", manifest["shards"].size()},
-                          {"trained_tokens", manifest.value("trained_tokens", nlohmann::json())},
-                          {"padded_vocab_size", padded}})
-                         .dump()
-                  << std::endl;
+        protocol::PrepareDone done;
+        done.folder = folder;
+        done.tokenizer = tokenizer_copy;
+        done.dtype = manifest.dtype;
+        done.tokens = manifest.tokens;
+        done.documents = manifest.documents;
+        done.shards = static_cast<int64_t>(manifest.shards.size());
+        done.trained_tokens = manifest.trained_tokens;
+        done.padded_vocab_size = padded;
+        std::cout << protocol::write_output(done) << std::endl;
         return kExitOk;
     }
-    std::cout << folder << ": " << manifest["tokens"].get<int64_t>() << " tokens ("
-              << manifest["dtype"].get<std::string>() << "), "
-              << manifest["documents"].get<int64_t>() << " documents, " << manifest["shards"].size()
-              << " shard(s)\n";
-    if (manifest.contains("trained_tokens"))
-        std::cout << "label masks: the loss is taken on "
-                  << manifest["trained_tokens"].get<int64_t>() << " of them\n";
-    if (manifest["invalid_utf8"]["count"].get<int64_t>() > 0)
-        std::cout << "invalid UTF-8 replaced at " << manifest["invalid_utf8"]["count"]
+    std::cout << folder << ": " << manifest.tokens << " tokens (" << manifest.dtype << "), "
+              << manifest.documents << " documents, " << manifest.shards.size() << " shard(s)\n";
+    if (manifest.trained_tokens)
+        std::cout << "label masks: the loss is taken on " << *manifest.trained_tokens
+                  << " of them\n";
+    if (manifest.invalid_utf8.count > 0)
+        std::cout << "invalid UTF-8 replaced at " << manifest.invalid_utf8.count
                   << " place(s); manifest.json lists the first\n";
     std::cout << "train on it:\n  lathe-engine train tiny dataset.source=numpy 'dataset.paths=[\""
               << folder << "\"]' dataset.tokenizer=" << tokenizer_copy
               << " model.vocab_size=" << padded;
-    if (manifest.contains("instances"))
-        std::cout << " dataset.sequence_length="
-                  << manifest["instances"]["sequence_length"].get<int64_t>();
+    if (manifest.instance_length() > 0)
+        std::cout << " dataset.sequence_length=" << manifest.instance_length();
     std::cout << "\n";
     return kExitOk;
 }
@@ -216,12 +217,11 @@ int cmd_prepare_data(const Args& args) {
     o.on_progress = progress_printer(progress_mode);
     o.on_problem = [&](const prepare::Utf8Problem& p) {
         if (json) {
-            std::cout << nlohmann::json({{"event", "invalid_utf8"},
-                                         {"file", p.file},
-                                         {"offset", p.offset},
-                                         {"count", p.count}})
-                             .dump()
-                      << std::endl;
+            protocol::PrepareInvalidUtf8 e;
+            e.file = p.file;
+            e.offset = static_cast<int64_t>(p.offset);
+            e.count = static_cast<int64_t>(p.count);
+            std::cout << protocol::write_output(e) << std::endl;
         } else {
             std::cerr << "\nwarning: " << prepare::describe_utf8_problem(p) << "\n";
         }
@@ -229,15 +229,16 @@ int cmd_prepare_data(const Args& args) {
     g_cancel = false;
     o.cancel = &g_cancel;
     StopSignalHandler signals(on_stop_signal);
-    nlohmann::json manifest;
+    token_files::Manifest manifest;
     try {
         manifest = prepare::prepare_data(o);
     } catch (const prepare::Cancelled& c) {
         if (progress_mode == "text") std::cerr << "\n";
-        if (json)
-            std::cout
-                << nlohmann::json({{"event", "interrupted"}, {"kept_shards", c.kept_shards}}).dump()
-                << std::endl;
+        if (json) {
+            protocol::PrepareInterrupted e;
+            e.kept_shards = static_cast<int64_t>(c.kept_shards);
+            std::cout << protocol::write_output(e) << std::endl;
+        }
         std::cerr << "lathe-engine prepare-data: interrupted; " << c.kept_shards
                   << " finished shard(s) kept in " << o.out
                   << ". Run the same command again to go on.\n";
@@ -327,22 +328,14 @@ int cmd_dataset(const Args& args) {
     config::ExperimentConfig cfg;
     if (!load_config(p, "dataset", cfg)) return kExitUsage;
     if (p.has("--plan")) {  // a mixture's sources: what they hold and need, before building it
-        double ratio_sum = 0;
-        for (const auto& src : cfg.dataset.mixture.sources) ratio_sum += src.target_ratio;
-        nlohmann::json sources = nlohmann::json::array();
+        protocol::MixturePlan out;
+        out.requested_tokens = *cfg.dataset.mixture.requested_tokens;
+        out.ratio_sum = config::mixture_ratio_sum(cfg.dataset.mixture);
         for (const auto& plan : data::TokenDataset::plan_mixture(cfg.dataset, cfg.model.vocab_size))
-            sources.push_back({{"name", plan.name},
-                               {"available_tokens", plan.available_tokens},
-                               {"needed_tokens", plan.needed_tokens},
-                               {"allowed_tokens", plan.allowed_tokens},
-                               {"repetitions", plan.repetitions},
-                               {"max_repetition_ratio", plan.max_repetition_ratio},
-                               {"fits", plan.fits()}});
-        std::cout << nlohmann::json({{"requested_tokens", *cfg.dataset.mixture.requested_tokens},
-                                     {"ratio_sum", ratio_sum},
-                                     {"sources", sources}})
-                         .dump()
-                  << "\n";
+            out.sources.push_back({plan.name, plan.available_tokens, plan.needed_tokens,
+                                   plan.allowed_tokens, plan.repetitions, plan.max_repetition_ratio,
+                                   plan.fits()});
+        std::cout << protocol::write_output(out) << "\n";
         return kExitOk;
     }
     const auto ds = data::TokenDataset::build(cfg.dataset, cfg.model.vocab_size, {},

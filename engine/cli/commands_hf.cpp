@@ -7,6 +7,7 @@
 #include "engine/cli/cli.h"
 #include "engine/hf/family.h"
 #include "engine/model/generate.h"
+#include "engine/protocol/cli_output.h"
 #include "engine/run_folder/file_io.h"
 #include "engine/run_folder/layout.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -35,9 +36,9 @@ namespace {
 class LocalCopy {
 public:
     explicit LocalCopy(const std::string& path) : path_(path) {
-        if (!checkpoint::is_remote_path(path)) return;
+        if (!remote::is_remote_path(path)) return;
         std::string source = path;
-        const auto storage = checkpoint::storage_for(path);
+        const auto storage = remote::storage_for(path);
         const bool s3 = path.rfind("s3://", 0) == 0;
         if (s3 && !checkpoint::Checkpointer::dir_is_checkpoint(path) &&
             !storage->exists(run_folder::join(path, "config.json"))) {
@@ -54,14 +55,14 @@ public:
              ("lathe-fetch-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
                 .string();
         if (storage->files(source).empty()) throw Error(source + ": no files there");
-        copy_ = std::make_unique<checkpoint::DownloadedFolder>(*storage, source, temp);
+        copy_ = std::make_unique<remote::DownloadedFolder>(*storage, source, temp);
         path_ = copy_->path();
     }
     const std::string& path() const { return path_; }
 
 private:
     std::string path_;
-    std::unique_ptr<checkpoint::DownloadedFolder> copy_;
+    std::unique_ptr<remote::DownloadedFolder> copy_;
 };
 
 }  // namespace
@@ -94,7 +95,7 @@ int cmd_export(const Args& args) {
                      "[--max-shard-size 5GB]\n";
         return kExitUsage;
     }
-    hf::ExportOptions o;
+    checkpoint::ExportOptions o;
     if (options.count("--dtype")) o.dtype = options["--dtype"];
     if (o.dtype != "float32" && o.dtype != "bfloat16") {
         std::cerr << "lathe-engine export: --dtype must be float32 or bfloat16, not " << o.dtype
@@ -103,7 +104,7 @@ int cmd_export(const Args& args) {
     }
     if (options.count("--max-shard-size")) {
         try {
-            o.max_shard_bytes = hf::parse_size(options["--max-shard-size"]);
+            o.max_shard_bytes = checkpoint::parse_size(options["--max-shard-size"]);
         } catch (const Error& e) {
             std::cerr << "lathe-engine export: --max-shard-size " << e.what() << "\n";
             return kExitUsage;
@@ -111,16 +112,16 @@ int cmd_export(const Args& args) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     const LocalCopy source(positional[0]);
-    const auto r = hf::export_checkpoint(source.path(), positional[1], o);
-    nlohmann::json out = {
-        {"exported", positional[1]},
-        {"from", positional[0]},
-        {"files", r.files},
-        {"tensors", r.tensors},
-        {"weight_bytes", r.weight_bytes},
-        {"dtype", o.dtype},
-        {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
-    std::cout << out.dump() << "\n";
+    const auto r = checkpoint::export_checkpoint(source.path(), positional[1], o);
+    protocol::ExportResult out;
+    out.exported = positional[1];
+    out.from = positional[0];
+    out.files = r.files;
+    out.tensors = r.tensors;
+    out.weight_bytes = static_cast<int64_t>(r.weight_bytes);
+    out.dtype = o.dtype;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << protocol::write_output(out) << "\n";
     return kExitOk;
 }
 
@@ -131,42 +132,35 @@ int cmd_import(const Args& args) {
     }
     const LocalCopy source(args[0]);
     const std::string& out_path = args[1];
-    const bool remote_out = checkpoint::is_remote_path(out_path);
+    const bool remote_out = remote::is_remote_path(out_path);
     // A remote checkpoint is written locally, then uploaded with .metadata.json last.
     const std::string local_out =
         remote_out
             ? (fs::temp_directory_path() / ("lathe-import-" + std::to_string(::getpid()))).string()
             : out_path;
     if (remote_out) {
-        const auto storage = checkpoint::storage_for(out_path);
+        const auto storage = remote::storage_for(out_path);
         if (storage->exists(run_folder::join(out_path, ".metadata.json")))
             throw Error(out_path + ": a checkpoint is already there");
     }
     try {
-        hf::import_hf(source.path(), local_out);
-        if (remote_out)
-            checkpoint::upload_folder(local_out, *checkpoint::storage_for(out_path), out_path);
+        checkpoint::import_hf(source.path(), local_out);
+        if (remote_out) remote::upload_folder(local_out, *remote::storage_for(out_path), out_path);
     } catch (...) {
         std::error_code ec;
         if (remote_out) fs::remove_all(local_out, ec);
         throw;
     }
-    const auto m = hf::model_config_of(local_out);
+    const auto m = checkpoint::model_config_of(local_out);
     if (remote_out) {
         std::error_code ec;
         fs::remove_all(local_out, ec);
     }
-    std::cout << nlohmann::json{{"imported", args[1]},
-                                {"from", args[0]},
-                                {"model",
-                                 {{"d_model", m.d_model},
-                                  {"n_layers", m.n_layers},
-                                  {"n_heads", m.n_heads},
-                                  {"n_kv_heads", m.kv_heads()},
-                                  {"vocab_size", m.vocab_size},
-                                  {"hidden_size", m.hidden_size()}}}}
-                     .dump()
-              << "\n";
+    protocol::ImportResult out;
+    out.imported = args[1];
+    out.from = args[0];
+    out.model = {m.d_model, m.n_layers, m.n_heads, m.kv_heads(), m.vocab_size, m.hidden_size()};
+    std::cout << protocol::write_output(out) << "\n";
     return kExitOk;
 }
 
@@ -350,7 +344,7 @@ struct TextCodec {
     }
 };
 
-TextCodec text_codec(const hf::ModelSource& source, const std::string& tokenizer_option) {
+TextCodec text_codec(const checkpoint::ModelSource& source, const std::string& tokenizer_option) {
     const std::string& path = source.path();
     TextCodec c;
     c.tokenizer_path = tokenizer_option;
@@ -406,7 +400,7 @@ chat::ChatTemplate chat_template_for(const std::string& option, const std::strin
 }
 
 // The model at `path` with its weights, on `device`.
-model::Transformer load_model(const hf::ModelSource& source, const TextCodec& codec,
+model::Transformer load_model(const checkpoint::ModelSource& source, const TextCodec& codec,
                               const torch::Device& device) {
     const auto& m = source.model();
     if (codec.tok && codec.tok->vocab_size() > m.vocab_size)
@@ -426,20 +420,21 @@ model::Transformer load_model(const hf::ModelSource& source, const TextCodec& co
 
 // One generation as --json prints it; with `logits`, the training forward's logits at every
 // prompt position, (T, vocab).
-nlohmann::json generation_json(const model::Generation& g, const std::vector<int64_t>& prompt,
-                               const TextCodec& codec, model::Transformer* logits_of,
-                               const torch::Device& device) {
-    nlohmann::json j = {{"prompt_ids", prompt},
-                        {"ids", g.ids},
-                        {"logprobs", g.logprobs},
-                        {"finish_reason", g.finish_reason}};
+protocol::Generation generation_output(const model::Generation& g,
+                                       const std::vector<int64_t>& prompt, const TextCodec& codec,
+                                       model::Transformer* logits_of, const torch::Device& device) {
+    protocol::Generation j;
+    j.prompt_ids = prompt;
+    j.ids = g.ids;
+    j.logprobs.assign(g.logprobs.begin(), g.logprobs.end());
+    j.finish_reason = g.finish_reason;
     if (codec.has_text()) {
-        j["prompt"] = codec.text(prompt);
-        j["text"] = codec.text(g.ids);
+        j.prompt = codec.text(prompt);
+        j.text = codec.text(g.ids);
         // The text without the stop token that ended it (an end-of-turn or EOS): a chat reply.
         std::vector<int64_t> reply = g.ids;
         if (g.finish_reason == "stop_id" && !reply.empty()) reply.pop_back();
-        j["reply"] = codec.text(reply);
+        j.reply = codec.text(reply);
     }
     if (logits_of) {
         torch::NoGradGuard no_grad;
@@ -447,12 +442,12 @@ nlohmann::json generation_json(const model::Generation& g, const std::vector<int
         net->eval();
         auto ids = torch::tensor(prompt).view({1, -1}).to(device);
         auto logits = net->forward(ids)[0].to(torch::kFloat64).cpu().contiguous();
-        nlohmann::json rows = nlohmann::json::array();
+        std::vector<std::vector<double>> rows;
         for (int64_t t = 0; t < logits.size(0); ++t) {
             const double* row = logits[t].data_ptr<double>();
-            rows.push_back(std::vector<double>(row, row + logits.size(1)));
+            rows.emplace_back(row, row + logits.size(1));
         }
-        j["logits"] = std::move(rows);
+        j.logits = std::move(rows);
     }
     return j;
 }
@@ -524,9 +519,8 @@ int64_t print_generations(const ParsedArgs& p, const GenerateRequest& r,
         const auto& g = gens[i];
         new_tokens += static_cast<int64_t>(g.ids.size());
         if (p.has("--json")) {
-            std::cout << generation_json(g, r.prompts[i], codec, p.has("--logits") ? net : nullptr,
-                                         device)
-                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+            std::cout << protocol::write_output(generation_output(
+                             g, r.prompts[i], codec, p.has("--logits") ? net : nullptr, device))
                       << "\n";
         } else if (codec.has_text()) {
             if (gens.size() > 1) std::cout << "--- " << (i + 1) << " ---\n";
@@ -561,7 +555,7 @@ int cmd_generate(const Args& args) {
     auto& o = r.o;
     const LocalCopy model(p.spec);
     const std::string path = resolve_model_path(model.path());
-    const hf::ModelSource source(path);
+    const checkpoint::ModelSource source(path);
     const TextCodec codec = text_codec(source, p.option("--tokenizer"));
     if (codec.tok && codec.tok->eos_id()) o.stop_ids.push_back(*codec.tok->eos_id());
     if (codec.tok) o.sample_vocab = codec.tok->vocab_size();
@@ -588,18 +582,20 @@ int cmd_generate(const Args& args) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t new_tokens = print_generations(p, r, gens, codec, &net, device);
-    nlohmann::json summary = {{"model", checkpoint::is_remote_path(p.spec) ? p.spec : path},
-                              {"prompts", gens.size()},
-                              {"new_tokens", new_tokens},
-                              {"load_seconds", load_s},
-                              {"seconds", seconds},
-                              {"tokens_per_second", seconds > 0 ? new_tokens / seconds : 0.0},
-                              {"kv_cache", o.kv_cache},
-                              {"device", r.device_name}};
+    protocol::GenerationSummaryLine line;
+    auto& summary = line.summary;
+    summary.model = remote::is_remote_path(p.spec) ? p.spec : path;
+    summary.prompts = static_cast<int64_t>(gens.size());
+    summary.new_tokens = new_tokens;
+    summary.load_seconds = load_s;
+    summary.seconds = seconds;
+    summary.tokens_per_second = seconds > 0 ? static_cast<double>(new_tokens) / seconds : 0.0;
+    summary.kv_cache = o.kv_cache;
+    summary.device = r.device_name;
     if (p.has("--json"))
-        std::cout << nlohmann::json{{"summary", summary}}.dump() << "\n";
+        std::cout << protocol::write_output(line) << "\n";
     else
-        std::cerr << summary.dump() << "\n";
+        std::cerr << protocol::write_output(summary) << "\n";
     return kExitOk;
 }
 

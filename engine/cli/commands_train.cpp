@@ -4,6 +4,7 @@
 #include "engine/cli/run.h"
 #include "engine/config/io.h"
 #include "engine/hf/finetune.h"
+#include "engine/protocol/cli_output.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/layout.h"
 #include "engine/train/callbacks/builtin.h"
@@ -188,7 +189,7 @@ int cmd_bench(const Args& args) {
     // ones the benchmark saved there are deleted afterwards as well.
     std::string scratch;
     const std::string remote_folder =
-        checkpoint::is_remote_path(cfg.trainer.save_folder) ? cfg.trainer.save_folder : "";
+        remote::is_remote_path(cfg.trainer.save_folder) ? cfg.trainer.save_folder : "";
     if (with_callbacks || ckpt_every > 0) {
         // One folder for every rank of the job: named after the job's port, or this process.
         const char* port = std::getenv("MASTER_PORT");
@@ -233,7 +234,7 @@ int cmd_bench(const Args& args) {
     if (!remote_folder.empty() && rank0) {
         for (const auto& dir : results->saved) {
             try {
-                checkpoint::storage_for(dir)->remove_all(dir);
+                remote::storage_for(dir)->remove_all(dir);
             } catch (const std::exception& e) {
                 std::cerr << "lathe-engine bench: cannot remove " << dir << ": " << e.what()
                           << "\n";
@@ -268,7 +269,7 @@ int cmd_inspect(const Args& args) {
     }
     const std::string& path = paths[0];
     std::error_code ec;
-    const bool remote = checkpoint::is_remote_path(path);
+    const bool remote = remote::is_remote_path(path);
     if (!remote && !std::filesystem::is_directory(path, ec)) {
         std::cerr << "lathe-engine inspect: " << path
                   << (std::filesystem::exists(path, ec)
@@ -278,35 +279,37 @@ int cmd_inspect(const Args& args) {
     }
     // One checkpoint, or a folder of them (a run folder, a remote checkpoint folder). An HTTP
     // folder cannot be listed: it is taken as one checkpoint.
-    const auto storage = checkpoint::storage_for(path);
+    const auto storage = remote::storage_for(path);
     const bool one = (remote && path.rfind("s3://", 0) != 0) ||
                      storage->exists(run_folder::join(path, run_folder::kCheckpointMetadataFile)) ||
                      storage->exists(run_folder::join(path, run_folder::train_state_file(0)));
-    nlohmann::json out;
     bool all_verified = true;
+    nlohmann::ordered_json out;
     if (one) {
-        out = checkpoint::inspect_checkpoint(path, verify);
-        all_verified = out.value("verified", false);
+        const auto info = checkpoint::inspect_checkpoint(path, verify);
+        all_verified = info.verified;
+        out = record_json::to_message(info);
     } else {
-        out[remote ? "checkpoint_folder" : "run_folder"] = path;
-        out["checkpoints"] = nlohmann::json::array();
+        protocol::CheckpointListing listing;
+        (remote ? listing.checkpoint_folder : listing.run_folder) = path;
         for (const auto& c : checkpoint::Checkpointer::find_checkpoints(path)) {
             auto info = checkpoint::inspect_checkpoint(c.path, verify && c.complete);
-            if (!c.complete) info["problem"] = c.problem;
-            all_verified = all_verified && info.value("verified", false);
-            info.erase("files");
-            out["checkpoints"].push_back(info);
+            if (!c.complete) info.problem = c.problem;
+            all_verified = all_verified && info.verified;
+            info.files.reset();
+            listing.checkpoints.push_back(std::move(info));
         }
         // An empty checkpoint folder, or an unfinished one holding only empty folders, has
         // nothing to verify: that is not a pass.
-        if (out["checkpoints"].empty()) {
+        if (listing.checkpoints.empty()) {
             all_verified = false;
-            out["problem"] =
+            listing.problem =
                 "no checkpoint here: an empty or unfinished checkpoint folder, or a run folder "
                 "that holds none";
         }
+        out = record_json::to_message(listing);
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     // --verify fails when anything did not verify, so scripts can rely on the exit code.
     return verify && !all_verified ? kExitFailure : kExitOk;
 }

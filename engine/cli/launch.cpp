@@ -423,7 +423,7 @@ int cmd_launch(const Args& args) {
         return kExitUsage;
     }
     if (!layout_runs(loaded.config, o.nproc * o.nnodes, o.nnodes)) return kExitUsage;
-    if (!checkpoint::is_remote_path(loaded.config.trainer.save_folder)) {
+    if (!remote::is_remote_path(loaded.config.trainer.save_folder)) {
         const auto problem = dist::local_save_folder_problem(
             resolve_save_folder(loaded.config, p.option("--runs-dir")), o.nnodes,
             dist::resolve_shared_filesystem(loaded.config.launch.shared_filesystem, false));
@@ -434,7 +434,7 @@ int cmd_launch(const Args& args) {
     }
     o.worker_args = rest;
     o.run_folder = resolve_save_folder(loaded.config, p.option("--runs-dir"));
-    if (checkpoint::is_remote_path(loaded.config.trainer.save_folder))
+    if (remote::is_remote_path(loaded.config.trainer.save_folder))
         o.checkpoint_folder = loaded.config.trainer.save_folder;
     return run_launcher(o);
 }

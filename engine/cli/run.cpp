@@ -37,7 +37,7 @@ namespace lathe::cli {
 namespace fs = std::filesystem;
 
 std::string resolve_save_folder(const config::ExperimentConfig& cfg, const std::string& runs_dir) {
-    if (!cfg.trainer.save_folder.empty() && !checkpoint::is_remote_path(cfg.trainer.save_folder))
+    if (!cfg.trainer.save_folder.empty() && !remote::is_remote_path(cfg.trainer.save_folder))
         return cfg.trainer.save_folder;
     return run_folder::join(runs_dir.empty() ? run_folder::default_runs_root() : runs_dir,
                             cfg.run_name);
@@ -271,14 +271,14 @@ void print_run_end(const config::ExperimentConfig& cfg, train::Trainer& trainer,
 }  // namespace
 
 int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
-    const bool remote = checkpoint::is_remote_path(cfg.trainer.save_folder);
+    const bool remote = remote::is_remote_path(cfg.trainer.save_folder);
     auto env = dist::prepare_training_environment(environment_options(cfg, remote));
     const int rank = env->rank();
     const std::string folder = resolve_save_folder(cfg, opts.runs_dir);
     // config.json then resumes the same run (a remote folder stays as given: it holds only the
     // checkpoints, and config.json records where they are).
     if (remote) {
-        if (checkpoint::storage_for(cfg.trainer.save_folder)->remote() &&
+        if (remote::storage_for(cfg.trainer.save_folder)->remote() &&
             cfg.trainer.save_folder.rfind("s3://", 0) != 0)
             throw Error("trainer.save_folder " + cfg.trainer.save_folder +
                         ": HTTP folders are read only; save to a local or s3:// folder");

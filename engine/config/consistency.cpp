@@ -1,6 +1,7 @@
 // Checks that involve more than one field. Each issue names the field a user should change.
 #include "engine/config/io.h"
 #include "engine/config/layout.h"
+#include "engine/config/rules.h"
 #include "engine/util/glob.h"
 
 #include <cmath>
@@ -216,16 +217,14 @@ void check_data(const ExperimentConfig& c, const Add& add) {
             add("dataset.label_mask_paths",
                 "not with dataset.mixture (OLMo-core refuses it too); a source's prepare-data "
                 "folders bring their own masks");
-        if (!mix.requested_tokens)
-            add("dataset.mixture.requested_tokens", "a mixture needs the tokens it holds");
+        if (auto problem = mixture_tokens_problem(mix))
+            add("dataset.mixture.requested_tokens", *problem);
         if (c.dataset.validation_fraction > 0)
             add("dataset.validation_fraction",
                 "must be 0 with dataset.mixture: the held-out tail would be the last source only");
-        double sum = 0;
         for (std::size_t s = 0; s < mix.sources.size(); ++s) {
             const auto& src = mix.sources[s];
             const std::string at = "dataset.mixture.sources[" + std::to_string(s) + "]";
-            sum += src.target_ratio;
             if (src.source_name.empty()) add(at + ".source_name", "empty");
             for (std::size_t t = 0; t < s; ++t)
                 if (!src.source_name.empty() && mix.sources[t].source_name == src.source_name)
@@ -233,9 +232,7 @@ void check_data(const ExperimentConfig& c, const Add& add) {
                         src.source_name + " is also sources[" + std::to_string(t) + "]'s name");
             if (src.paths.empty()) add(at + ".paths", "empty");
         }
-        if (std::abs(sum - 1.0) > 1e-8 + 1e-5)
-            add("dataset.mixture.sources",
-                "the target_ratio values sum to " + std::to_string(sum) + ", not 1");
+        if (auto problem = mixture_ratio_problem(mix)) add("dataset.mixture.sources", *problem);
     }
     // The repetition filter: a period range that holds no period would filter nothing.
     if (const auto& f = c.dataset.instance_filter_config;

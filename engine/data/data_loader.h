@@ -38,7 +38,7 @@ struct Batch {
     std::vector<int64_t> source_tokens;
 };
 
-class DataLoader : public checkpoint::Stateful {
+class DataLoader : public stateful::Stateful {
 public:
     DataLoader(std::shared_ptr<TokenDataset> dataset, const config::DataLoaderConfig& cfg,
                int dp_rank, int dp_world);

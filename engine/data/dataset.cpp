@@ -1,7 +1,8 @@
 #include "engine/data/dataset.h"
-#include "engine/prepare/manifest.h"
+#include "engine/token_files/manifest.h"
 #include "engine/tokenizer/tokenizer.h"
 
+#include "engine/config/rules.h"
 #include "engine/data/builtin_corpus.h"
 #include "engine/run_folder/file_io.h"
 #include "engine/util/error.h"
@@ -237,31 +238,33 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths, std
 std::vector<std::tuple<std::string, int, std::string, std::string>> manifest_files(
     const config::DatasetConfig& cfg, const std::string& folder, const std::string& where,
     int64_t vocab_size, std::vector<std::pair<int64_t, std::string>>& eos_ids) {
-    prepare::Manifest m;
+    token_files::Manifest m;
     try {
-        m = prepare::read_manifest(folder);
+        m = token_files::read_manifest(folder);
     } catch (const Error& e) {
         throw Error(where, e);
     }
-    const std::string made_with = m.json["tokenizer"].value("source", m.tokenizer_file);
+    const std::string made_with =
+        m.tokenizer.source.empty() ? m.tokenizer.file : m.tokenizer.source;
     if (cfg.tokenizer) {
         const std::string id = tokenizer::tokenizer_file_id(*cfg.tokenizer);
-        if (id != m.tokenizer_id)
+        if (id != m.tokenizer.id)
             throw Error("dataset.tokenizer: " + *cfg.tokenizer + " (" + id +
                         ") is not the tokenizer " + folder + " was prepared with (" + made_with +
-                        ", " + m.tokenizer_id + "; its copy is " +
-                        (fs::path(m.folder) / m.tokenizer_file).string() + ")");
+                        ", " + m.tokenizer.id + "; its copy is " +
+                        (fs::path(m.folder) / m.tokenizer.file).string() + ")");
     }
-    if (m.vocab_size > vocab_size)
-        throw Error(where + ": prepared with a tokenizer of " + std::to_string(m.vocab_size) +
+    if (m.tokenizer.vocab_size > vocab_size)
+        throw Error(where + ": prepared with a tokenizer of " +
+                    std::to_string(m.tokenizer.vocab_size) +
                     " tokens, more than model.vocab_size (" + std::to_string(vocab_size) +
                     "); set model.vocab_size=" +
-                    std::to_string(tokenizer::padded_vocab_size(m.vocab_size)));
-    if (m.instance_length != 0 && m.instance_length != cfg.sequence_length)
-        throw Error(where + ": prepared as instances of " + std::to_string(m.instance_length) +
+                    std::to_string(tokenizer::padded_vocab_size(m.tokenizer.vocab_size)));
+    if (m.instance_length() != 0 && m.instance_length() != cfg.sequence_length)
+        throw Error(where + ": prepared as instances of " + std::to_string(m.instance_length()) +
                     " tokens, but dataset.sequence_length is " +
                     std::to_string(cfg.sequence_length) +
-                    "; set dataset.sequence_length=" + std::to_string(m.instance_length));
+                    "; set dataset.sequence_length=" + std::to_string(m.instance_length()));
     eos_ids.emplace_back(m.eos_id, folder);
     std::vector<std::tuple<std::string, int, std::string, std::string>> out;
     for (const auto& s : m.shards)
@@ -282,7 +285,7 @@ std::vector<std::tuple<std::string, int, std::string, std::string>> collect_file
                             : (cfg.token_dtype == config::TokenDType::uint16 ? 2 : 4);
     for (std::size_t i = 0; i < paths.size(); ++i) {
         const std::string& p = paths[i];
-        if (cfg.source == config::DataSource::numpy && prepare::has_manifest(p)) {
+        if (cfg.source == config::DataSource::numpy && token_files::has_manifest(p)) {
             const std::string where = field + "[" + std::to_string(i) + "]: " + p;
             for (auto& f : manifest_files(cfg, p, where, vocab_size, manifest_eos))
                 files.push_back(std::move(f));
@@ -502,24 +505,14 @@ std::string plan_error(std::size_t s, const config::MixtureSourceConfig& src,
 void check_mixture(const config::DatasetConfig& cfg, int64_t global_batch_size) {
     const auto& mix = cfg.mixture;
     const int64_t L = cfg.sequence_length;
-    if (!mix.requested_tokens)
-        throw Error(
-            "dataset.mixture.requested_tokens: a mixture needs the tokens it holds (its "
-            "sources' ratios divide them)");
+    if (auto problem = config::mixture_tokens_problem(mix))
+        throw Error("dataset.mixture.requested_tokens: " + *problem);
     if (global_batch_size <= 0 || global_batch_size % L != 0)
         throw Error(
             "dataset.mixture: data_loader.global_batch_size (" + std::to_string(global_batch_size) +
             ") must be a positive multiple of dataset.sequence_length (" + std::to_string(L) + ")");
-    double ratio_sum = 0;
-    std::string ratios;
-    for (const auto& src : mix.sources) {
-        ratio_sum += src.target_ratio;
-        ratios +=
-            (ratios.empty() ? "" : ", ") + src.source_name + " " + std::to_string(src.target_ratio);
-    }
-    if (std::abs(ratio_sum - 1.0) > 1e-8 + 1e-5)  // numpy's allclose, as OLMo-core checks
-        throw Error("dataset.mixture.sources: the target_ratio values sum to " +
-                    std::to_string(ratio_sum) + ", not 1 (" + ratios + ")");
+    if (auto problem = config::mixture_ratio_problem(mix))
+        throw Error("dataset.mixture.sources: " + *problem);
 }
 
 // Tokens wanted from one file in one repeat (OLMo-core's SourcePathTokens).

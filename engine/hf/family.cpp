@@ -504,12 +504,17 @@ std::vector<std::string> model_differences(const config::ModelConfig& have,
     return out;
 }
 
-bool is_hf_model_folder(const std::string& dir) {
+bool is_hf_model_folder(const std::string& dir, const FileExists& exists) {
     namespace fs = std::filesystem;
-    std::error_code ec;
-    return fs::is_regular_file(fs::path(dir) / "config.json", ec) &&
-           (fs::is_regular_file(fs::path(dir) / "model.safetensors", ec) ||
-            fs::is_regular_file(fs::path(dir) / "model.safetensors.index.json", ec));
+    const FileExists there = exists ? exists : [](const std::string& path) {
+        std::error_code ec;
+        return fs::is_regular_file(path, ec);
+    };
+    const auto in = [&dir](const char* name) {
+        return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+    };
+    return there(in("config.json")) &&
+           (there(in("model.safetensors")) || there(in("model.safetensors.index.json")));
 }
 
 std::vector<std::string> hf_weight_files(const std::string& dir) {

@@ -100,8 +100,14 @@ config::ModelConfig model_config_from_hf(const nlohmann::json& j, const std::str
 std::vector<std::string> model_differences(const config::ModelConfig& have,
                                            const config::ModelConfig& want);
 
-/// True when `dir` holds a config.json and model.safetensors or model.safetensors.index.json.
-bool is_hf_model_folder(const std::string& dir);
+/// Whether a file is there: the local file system's answer by default; a bucket's for a remote
+/// folder (remote::Storage::exists).
+using FileExists = std::function<bool(const std::string& path)>;
+
+/// True when `dir` holds a config.json and model.safetensors or model.safetensors.index.json,
+/// asking `exists` (by default the local file system) for each: the one rule for what makes a
+/// Hugging Face model folder, here or in a bucket.
+bool is_hf_model_folder(const std::string& dir, const FileExists& exists = {});
 /// The safetensors files of a Hugging Face folder: model.safetensors, or every shard named by
 /// model.safetensors.index.json (each once, in order). Throws lathe::Error for a broken index.
 std::vector<std::string> hf_weight_files(const std::string& dir);

@@ -4,11 +4,13 @@
 
 #include "engine/model/activation_checkpoint.h"
 #include "engine/model/cross_entropy.h"
-#include "engine/model/fused_kernels.h"
-#include "engine/model/fused_qk_norm_rope.h"
-#include "engine/model/fused_residual_norm.h"
-#include "engine/model/fused_rope.h"
-#include "engine/model/fused_swiglu.h"
+#include "engine/model/kernels/common.h"
+#include "engine/model/kernels/qk_norm_rope.h"
+#include "engine/model/kernels/qk_norm_rope_launch.h"
+#include "engine/model/kernels/residual_norm.h"
+#include "engine/model/kernels/residual_norm_launch.h"
+#include "engine/model/kernels/rope.h"
+#include "engine/model/kernels/swiglu.h"
 #include "engine/model/varlen_attention.h"
 #include "engine/util/error.h"
 #include "engine/util/glob.h"
@@ -22,8 +24,12 @@
 namespace lathe::model {
 
 namespace F = torch::nn::functional;
+using kernels::fused_residual_norm;
+using kernels::fused_rope;
+using kernels::fused_swiglu;
+using kernels::runs_fused;
 
-RMSNormImpl::RMSNormImpl(int64_t size, double eps_) : eps(eps_) {
+RMSNormImpl::RMSNormImpl(int64_t size, double eps_, bool fused_) : eps(eps_), fused(fused_) {
     weight = register_parameter("weight", torch::ones({size}));
 }
 
@@ -36,6 +42,7 @@ torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
     // Tensor parallelism reduces the mean of squares over the group: no fused kernel does that.
+    // ATen's kernel, so it needs only CUDA, not Lathe's kernels compiled in.
     if (fused && !tp && x.is_cuda()) return fused_rms_norm(x, weight, eps);
     auto xf = x.to(torch::kFloat32);
     auto mean_sq =
@@ -105,8 +112,8 @@ std::vector<double> scaled_inv_freq(int64_t dim, double theta, const config::RoP
 }  // namespace
 
 RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta,
-                                 const config::RoPEScalingConfig& scaling)
-    : head_dim_(head_dim) {
+                                 const config::RoPEScalingConfig& scaling, bool fused_)
+    : fused(fused_), head_dim_(head_dim) {
     // In the body: attention_factor_'s own initialiser would run after inv_freq_'s.
     inv_freq_ = scaled_inv_freq(head_dim, theta, scaling, attention_factor_);
 }
@@ -144,7 +151,7 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tens
     if (positions.defined()) {  // per-row positions: gathered tables, the reference ops
         cos = cos.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim_});
         sin = sin.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim_});
-    } else if (fused && q.is_cuda() && fused_kernels_available(q.device())) {
+    } else if (runs_fused(fused, q)) {
         return {fused_rope(q, cos, sin), fused_rope(k, cos, sin)};
     } else {
         cos = cos.view({1, T, 1, head_dim_});
@@ -156,26 +163,44 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::apply(const torch::Tens
     return {q_out.to(q.scalar_type()), k_out.to(k.scalar_type())};
 }
 
-AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope_,
-                             int64_t layer)
-    : head_qk_norm(c.use_head_qk_norm),
-      window(c.sliding_window.window(layer, c.n_layers)),
-      n_heads(c.n_heads),
-      n_kv_heads(c.kv_heads()),
-      head_dim(c.resolved_head_dim()),
+AttentionOptions AttentionOptions::of(const config::ModelConfig& c, int64_t layer) {
+    AttentionOptions o;
+    o.d_model = c.d_model;
+    o.n_heads = c.n_heads;
+    o.n_kv_heads = c.kv_heads();
+    o.head_dim = c.resolved_head_dim();
+    o.qkv_bias = c.qkv_bias;
+    o.qk_norm = c.qk_norm;
+    o.head_qk_norm = c.use_head_qk_norm;
+    o.norm_eps = c.layer_norm_eps;
+    o.window = c.sliding_window.window(layer, c.n_layers);
+    o.fused_rms_norm = c.fused.rms_norm;
+    o.fused_qk_norm_rope = c.fused.qk_norm_rope;
+    o.fused_varlen = c.fused.varlen_attention;
+    return o;
+}
+
+AttentionImpl::AttentionImpl(const AttentionOptions& o, std::shared_ptr<RotaryEmbedding> rope_)
+    : head_qk_norm(o.head_qk_norm),
+      fused_qk_norm_rope(o.fused_qk_norm_rope),
+      fused_varlen(o.fused_varlen),
+      window(o.window),
+      n_heads(o.n_heads),
+      n_kv_heads(o.n_kv_heads),
+      head_dim(o.head_dim),
       rope(std::move(rope_)) {
     auto lin = [](int64_t in, int64_t out, bool bias) {
         return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
     };
-    w_q = register_module("w_q", lin(c.d_model, n_heads * head_dim, c.qkv_bias));
-    w_k = register_module("w_k", lin(c.d_model, n_kv_heads * head_dim, c.qkv_bias));
-    w_v = register_module("w_v", lin(c.d_model, n_kv_heads * head_dim, c.qkv_bias));
-    w_out = register_module("w_out", lin(n_heads * head_dim, c.d_model, false));
-    if (c.qk_norm) {
-        q_norm = register_module(
-            "q_norm", RMSNorm(head_qk_norm ? head_dim : n_heads * head_dim, c.layer_norm_eps));
-        k_norm = register_module(
-            "k_norm", RMSNorm(head_qk_norm ? head_dim : n_kv_heads * head_dim, c.layer_norm_eps));
+    w_q = register_module("w_q", lin(o.d_model, n_heads * head_dim, o.qkv_bias));
+    w_k = register_module("w_k", lin(o.d_model, n_kv_heads * head_dim, o.qkv_bias));
+    w_v = register_module("w_v", lin(o.d_model, n_kv_heads * head_dim, o.qkv_bias));
+    w_out = register_module("w_out", lin(n_heads * head_dim, o.d_model, false));
+    if (o.qk_norm) {
+        q_norm = register_module("q_norm", RMSNorm(head_qk_norm ? head_dim : n_heads * head_dim,
+                                                   o.norm_eps, o.fused_rms_norm));
+        k_norm = register_module("k_norm", RMSNorm(head_qk_norm ? head_dim : n_kv_heads * head_dim,
+                                                   o.norm_eps, o.fused_rms_norm));
     }
 }
 
@@ -200,10 +225,9 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> AttentionImpl::qkv(const
 }
 
 bool AttentionImpl::fuses_qk_norm_rope(const torch::Tensor& x) const {
-    // The kernel normalises rows of up to 8,192 features (a whole projection or one head).
-    return fused_qk_norm_rope && q_norm && !tp && x.is_cuda() &&
-           fused_kernels_available(x.device()) &&
-           (head_qk_norm ? head_dim : n_heads * head_dim) <= 8192;
+    // The kernel normalises a whole projection or one head a row.
+    return runs_fused(fused_qk_norm_rope && q_norm && !tp, x,
+                      head_qk_norm ? head_dim : n_heads * head_dim, kernels::qk_norm_rope::kMaxRow);
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> AttentionImpl::fused_qkv(
@@ -215,8 +239,10 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> AttentionImpl::fused_qkv
         q = q.view({B, T, n_heads, head_dim});
         k = k.view({B, T, n_kv_heads, head_dim});
     }
-    q = model::fused_qk_norm_rope(q, q_norm->weight, q_norm->eps, cos, sin, positions, head_dim);
-    k = model::fused_qk_norm_rope(k, k_norm->weight, k_norm->eps, cos, sin, positions, head_dim);
+    q = model::kernels::fused_qk_norm_rope(q, q_norm->weight, q_norm->eps, cos, sin, positions,
+                                           head_dim);
+    k = model::kernels::fused_qk_norm_rope(k, k_norm->weight, k_norm->eps, cos, sin, positions,
+                                           head_dim);
     v = v.view({B, T, n_kv_heads, head_dim});
     return {q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)};
 }
@@ -337,7 +363,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& input) {
                                                    /*enable_gqa=*/gqa));
 }
 
-FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
+FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden, bool fused_) : fused(fused_) {
     auto lin = [](int64_t in, int64_t out) {
         return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
     };
@@ -348,19 +374,33 @@ FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t hidden) {
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& input) {
     const auto x = tp ? copy_to_tp(input, *tp) : input;
-    auto out = fused && x.is_cuda() && fused_kernels_available(x.device())
-                   ? w2(fused_swiglu(w1(x), w3(x)))
-                   : w2(torch::silu(w1(x)) * w3(x));
+    auto out =
+        runs_fused(fused, x) ? w2(fused_swiglu(w1(x), w3(x))) : w2(torch::silu(w1(x)) * w3(x));
     return tp ? reduce_from_tp(out, *tp) : out;
 }
 
-BlockImpl::BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope,
-                     int64_t layer)
-    : pre_norm(c.block_name == config::BlockName::default_) {
-    attention = register_module("attention", Attention(c, std::move(rope), layer));
-    attention_norm = register_module("attention_norm", RMSNorm(c.d_model, c.layer_norm_eps));
-    feed_forward = register_module("feed_forward", FeedForward(c.d_model, c.hidden_size()));
-    feed_forward_norm = register_module("feed_forward_norm", RMSNorm(c.d_model, c.layer_norm_eps));
+BlockOptions BlockOptions::of(const config::ModelConfig& c, int64_t layer) {
+    BlockOptions o;
+    o.attention = AttentionOptions::of(c, layer);
+    o.d_model = c.d_model;
+    o.hidden = c.hidden_size();
+    o.norm_eps = c.layer_norm_eps;
+    o.pre_norm = c.block_name == config::BlockName::default_;
+    o.fused_rms_norm = c.fused.rms_norm;
+    o.fused_swiglu = c.fused.swiglu;
+    o.fused_residual_norm = c.fused.residual_norm;
+    return o;
+}
+
+BlockImpl::BlockImpl(const BlockOptions& o, std::shared_ptr<RotaryEmbedding> rope)
+    : pre_norm(o.pre_norm), fused_residual_norm(o.fused_residual_norm) {
+    attention = register_module("attention", Attention(o.attention, std::move(rope)));
+    attention_norm =
+        register_module("attention_norm", RMSNorm(o.d_model, o.norm_eps, o.fused_rms_norm));
+    feed_forward =
+        register_module("feed_forward", FeedForward(o.d_model, o.hidden, o.fused_swiglu));
+    feed_forward_norm =
+        register_module("feed_forward_norm", RMSNorm(o.d_model, o.norm_eps, o.fused_rms_norm));
 }
 
 namespace {
@@ -368,8 +408,7 @@ namespace {
 // A post-norm block's residual step x + norm(y): one kernel each way where it applies.
 torch::Tensor add_normed(bool fused, const torch::Tensor& x, const torch::Tensor& y,
                          RMSNorm& norm) {
-    if (fused && y.is_cuda() && !norm->tp && y.size(-1) <= 8192 &&
-        fused_kernels_available(y.device()))
+    if (runs_fused(fused && !norm->tp, y, y.size(-1), kernels::residual_norm::kMaxRow))
         return fused_residual_norm(x, y, norm->weight, norm->eps);
     return x + norm(y);
 }
@@ -418,30 +457,23 @@ void TransformerImpl::set_activation_checkpointing(
 }
 
 TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
-    rope = std::make_shared<RotaryEmbedding>(c.resolved_head_dim(), c.rope_theta, c.rope_scaling);
-    rope->fused = c.fused.rope;
+    rope = std::make_shared<RotaryEmbedding>(c.resolved_head_dim(), c.rope_theta, c.rope_scaling,
+                                             c.fused.rope);
     embeddings = register_module("embeddings", torch::nn::Embedding(c.vocab_size, c.d_model));
     blocks = register_module("blocks", torch::nn::ModuleList());
     for (int64_t i = 0; i < c.n_layers; ++i) {
-        Block b(c, rope, i);
+        Block b(BlockOptions::of(c, i), rope);
         b->attention->documents = documents;
         blocks->push_back(b);
     }
-    lm_head_norm = register_module("lm_head_norm", RMSNorm(c.d_model, c.layer_norm_eps));
+    lm_head_norm =
+        register_module("lm_head_norm", RMSNorm(c.d_model, c.layer_norm_eps, c.fused.rms_norm));
     if (!c.tie_word_embeddings)
         lm_head = register_module(
             "lm_head",
             torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
     init_weights();
     if (c.dtype == config::DType::bfloat16) to(torch::kBFloat16);
-    for (const auto& m : modules(/*include_self=*/false))
-        if (auto* norm = m->as<RMSNormImpl>()) norm->fused = c.fused.rms_norm;
-    for (const auto& m : *blocks) {
-        m->as<Block>()->feed_forward->fused = c.fused.swiglu;
-        m->as<Block>()->attention->fused_qk_norm_rope = c.fused.qk_norm_rope;
-        m->as<Block>()->attention->fused_varlen = c.fused.varlen_attention;
-        m->as<Block>()->fused_residual_norm = c.fused.residual_norm;
-    }
     for (const auto& p : parameters()) num_params_ += p.numel();
     for (const auto& m : *blocks) {
         auto b = m->as<Block>();

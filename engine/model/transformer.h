@@ -17,7 +17,7 @@ namespace lathe::model {
 
 /// RMSNorm computed in fp32 and cast back: x * rsqrt(mean(x^2) + eps) * weight.
 struct RMSNormImpl : torch::nn::Module {
-    RMSNormImpl(int64_t size, double eps);
+    RMSNormImpl(int64_t size, double eps, bool fused = false);
     torch::Tensor forward(const torch::Tensor& x);
     torch::Tensor weight;
     double eps;
@@ -40,7 +40,8 @@ torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight
 /// transformers') RoPE scaling: the inverse frequencies and the factor cos and sin are scaled by.
 class RotaryEmbedding {
 public:
-    RotaryEmbedding(int64_t head_dim, double theta, const config::RoPEScalingConfig& scaling = {});
+    RotaryEmbedding(int64_t head_dim, double theta, const config::RoPEScalingConfig& scaling = {},
+                    bool fused = false);
     /// The head_dim / 2 inverse frequencies (scaled), in double precision.
     const std::vector<double>& inv_freq() const { return inv_freq_; }
     double attention_factor() const { return attention_factor_; }
@@ -85,10 +86,24 @@ private:
     friend struct TransformerImpl;
 };
 
+/// What an attention module is built from (as LibTorch's options structs): the parts of the model
+/// config it uses, for one layer.
+struct AttentionOptions {
+    int64_t d_model = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    bool qkv_bias = false;
+    bool qk_norm = false;       ///< QK-norm ...
+    bool head_qk_norm = false;  ///< ... per head (over head_dim), else over the projection
+    double norm_eps = 1e-6;
+    int64_t window = -1;              ///< sliding window of this layer; -1 full attention
+    bool fused_rms_norm = false;      ///< model.fused.rms_norm, for the QK-norms
+    bool fused_qk_norm_rope = false;  ///< model.fused.qk_norm_rope
+    bool fused_varlen = false;        ///< model.fused.varlen_attention
+    /// Block `layer`'s attention of model `c` (its window from c.sliding_window).
+    static AttentionOptions of(const config::ModelConfig& c, int64_t layer);
+};
+
 struct AttentionImpl : torch::nn::Module {
-    /// Attention of block `layer` (its sliding window comes from c.sliding_window).
-    AttentionImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope,
-                  int64_t layer);
+    AttentionImpl(const AttentionOptions& o, std::shared_ptr<RotaryEmbedding> rope);
     torch::Tensor forward(const torch::Tensor& x);
     using Rotate = std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor& q,
                                                                          const torch::Tensor& k)>;
@@ -137,7 +152,7 @@ torch::Tensor document_positions(const torch::Tensor& doc_ids);
 
 /// SwiGLU: w2(silu(w1(x)) * w3(x)).
 struct FeedForwardImpl : torch::nn::Module {
-    FeedForwardImpl(int64_t d_model, int64_t hidden);
+    FeedForwardImpl(int64_t d_model, int64_t hidden, bool fused = false);
     torch::Tensor forward(const torch::Tensor& x);
     torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
     const dist::Group* tp = nullptr;  ///< tensor parallelism: sum w2's partial results
@@ -147,8 +162,21 @@ struct FeedForwardImpl : torch::nn::Module {
 };
 TORCH_MODULE(FeedForward);
 
+/// What a block is built from: its attention's options and the rest of the model config it uses.
+struct BlockOptions {
+    AttentionOptions attention;
+    int64_t d_model = 0, hidden = 0;
+    double norm_eps = 1e-6;
+    bool pre_norm = false;  ///< block_name default (Llama, Qwen); else reordered norm (OLMo2/3)
+    bool fused_rms_norm = false;       ///< model.fused.rms_norm
+    bool fused_swiglu = false;         ///< model.fused.swiglu
+    bool fused_residual_norm = false;  ///< model.fused.residual_norm
+    /// Block `layer` of model `c`.
+    static BlockOptions of(const config::ModelConfig& c, int64_t layer);
+};
+
 struct BlockImpl : torch::nn::Module {
-    BlockImpl(const config::ModelConfig& c, std::shared_ptr<RotaryEmbedding> rope, int64_t layer);
+    BlockImpl(const BlockOptions& o, std::shared_ptr<RotaryEmbedding> rope);
     torch::Tensor forward(const torch::Tensor& x);
     /// The two residual steps with the block's norm placement; `attend` maps the attention
     /// branch's input to its output (the plain attention, or generation's cached one).

@@ -1,8 +1,9 @@
 #include "engine/prepare/prepare.h"
 #include "engine/chat/conversation.h"
-#include "engine/prepare/manifest.h"
+#include "engine/token_files/manifest.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
+#include "engine/util/record_json.h"
 
 #include <unistd.h>
 
@@ -27,6 +28,9 @@ namespace lathe::prepare {
 namespace {
 
 using Json = nlohmann::json;
+using token_files::kManifestFile;
+using token_files::Manifest;
+using token_files::Shard;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kBatchTextBytes = 1 << 20;
@@ -307,7 +311,7 @@ public:
         close(file_, partial_);
         if (masks_) close(mask_file_, mask_partial_);
         rename(partial_, shard_name(index_));
-        Shard s{shard_name(index_), tokens_, documents_, {}};
+        Shard s{shard_name(index_), tokens_, documents_, std::nullopt};
         if (masks_) {
             rename(mask_partial_, mask_name(index_));
             s.label_mask = mask_name(index_);
@@ -356,9 +360,7 @@ private:
 };
 
 Json shard_json(const Shard& s) {
-    Json j = {{"file", s.file}, {"tokens", s.tokens}, {"documents", s.documents}};
-    if (!s.label_mask.empty()) j["label_mask"] = s.label_mask;
-    return j;
+    return Json::parse(record_json::to_message(s).dump());
 }
 
 }  // namespace
@@ -481,7 +483,7 @@ Plan plan_preparation(const PrepareOptions& o) {
 // interrupted (the shards it kept, checked, and the (source, document) of the next shard).
 struct Output {
     bool created = false;  ///< the folder did not exist before
-    std::optional<Json> done;
+    std::optional<Manifest> done;
     std::vector<Shard> shards;
     std::pair<std::size_t, uint64_t> resume_at{0, 0};
 };
@@ -510,9 +512,9 @@ Output open_output(const PrepareOptions& o, const Plan& p) {
                         "); " + advice);
     };
     if (fs::exists(manifest_path)) {
-        Json done = read_json(manifest_path);
-        require_settings(done, "token files made", "choose another --out, or remove it");
-        r.done = std::move(done);
+        require_settings(read_json(manifest_path), "token files made",
+                         "choose another --out, or remove it");
+        r.done = token_files::read_manifest(manifest_path.string());
         return r;
     }
     if (fs::exists(state_path)) {
@@ -521,16 +523,15 @@ Output open_output(const PrepareOptions& o, const Plan& p) {
             require_settings(state, "an interrupted preparation",
                              "run it with those, choose another --out, or remove it");
             for (const auto& s : state.at("shards")) {
-                Shard sh{s.at("file").get<std::string>(), s.at("tokens").get<int64_t>(),
-                         s.at("documents").get<int64_t>(), s.value("label_mask", std::string())};
+                const auto sh = record_json::from_json_strict<Shard>(s, "shards");
                 const auto size = fs::file_size(out / sh.file, ec);
                 if (ec || size != static_cast<uint64_t>(sh.tokens) * element)
                     throw Error((out / sh.file).string() +
                                 ": missing or changed since it was written; remove " + o.out +
                                 " to start over");
-                if (!sh.label_mask.empty() &&
-                    fs::file_size(out / sh.label_mask, ec) != static_cast<uint64_t>(sh.tokens))
-                    throw Error((out / sh.label_mask).string() +
+                if (sh.label_mask &&
+                    fs::file_size(out / *sh.label_mask, ec) != static_cast<uint64_t>(sh.tokens))
+                    throw Error((out / *sh.label_mask).string() +
                                 ": missing or changed since it was written; remove " + o.out +
                                 " to start over");
                 r.shards.push_back(sh);
@@ -538,6 +539,10 @@ Output open_output(const PrepareOptions& o, const Plan& p) {
             r.resume_at = {state.at("next_source").get<std::size_t>(),
                            state.at("next_document").get<uint64_t>()};
         } catch (const Json::exception& e) {
+            throw Error(state_path.string() + ": damaged (" + e.what() + "); remove " + o.out +
+                        " to start over");
+        } catch (const Error& e) {
+            if (std::string(e.what()).rfind("shards: ", 0) != 0) throw;
             throw Error(state_path.string() + ": damaged (" + e.what() + "); remove " + o.out +
                         " to start over");
         }
@@ -585,60 +590,54 @@ Progress resumed_progress(const std::vector<Shard>& shards, uint64_t bytes_total
 }
 
 // manifest.json of a finished preparation.
-Json manifest_json(const PrepareOptions& o, const Plan& p, const std::vector<Shard>& shards,
-                   const DocumentReader& reader, const Progress& progress,
-                   const std::string& tokenizer_copy) {
+Manifest make_manifest(const PrepareOptions& o, const Plan& p, const std::vector<Shard>& shards,
+                       const DocumentReader& reader, const Progress& progress,
+                       const std::string& tokenizer_copy) {
     const auto& tok = p.tok;
-    Json manifest = {
-        {"format", kManifestFormat},
-        {"version", kManifestVersion},
-        {"created_by", "lathe-engine prepare-data"},
-        {"tokenizer",
-         {{"id", tok->id()},
-          {"file", tokenizer_copy},
-          {"source", o.tokenizer},
-          {"kind", tok->kind()},
-          {"vocab_size", p.vocab},
-          {"padded_vocab_size", tokenizer::padded_vocab_size(p.vocab)},
-          {"bos_id", tok->bos_id() ? Json(*tok->bos_id()) : Json(nullptr)},
-          {"eos_id", tok->eos_id() ? Json(*tok->eos_id()) : Json(nullptr)}}},
-        {"dtype", p.dtype},
-        {"eos_id", p.eos},
-        {"bos_prepended", o.add_bos},
-        {"tokens", progress.tokens},
-        {"documents", progress.documents},
-        {"text_bytes", reader.text_bytes()},
-        {"shards", Json::array()},
-        {"sources", Json::array()},
-        {"invalid_utf8", {{"count", reader.utf8_problem_count()}, {"first", Json::array()}}},
-        {"label_masks", p.masks},
-        {"settings", p.settings}};
+    Manifest m;
+    m.tokenizer.id = tok->id();
+    m.tokenizer.file = tokenizer_copy;
+    m.tokenizer.source = o.tokenizer;
+    m.tokenizer.kind = tok->kind();
+    m.tokenizer.vocab_size = p.vocab;
+    m.tokenizer.padded_vocab_size = tokenizer::padded_vocab_size(p.vocab);
+    m.tokenizer.bos_id = tok->bos_id();
+    m.tokenizer.eos_id = tok->eos_id();
+    m.dtype = p.dtype;
+    m.eos_id = p.eos;
+    m.bos_prepended = o.add_bos;
+    m.tokens = progress.tokens;
+    m.documents = progress.documents;
+    m.text_bytes = static_cast<int64_t>(reader.text_bytes());
+    m.shards = shards;
+    for (std::size_t i = 0; i < p.sources.size(); ++i)
+        m.sources.push_back({p.sources[i].path, static_cast<int64_t>(p.sources[i].bytes),
+                             static_cast<int64_t>(reader.documents_per_source()[i])});
+    m.invalid_utf8.count = static_cast<int64_t>(reader.utf8_problem_count());
+    for (const auto& pr : reader.utf8_problems())
+        m.invalid_utf8.first.push_back({pr.file, static_cast<int64_t>(pr.offset)});
+    m.label_masks = p.masks;
+    m.settings = nlohmann::ordered_json::parse(p.settings.dump());
     if (p.chat)
-        manifest["chat"] = {{"template", p.chat->origin()},
-                            {"template_id", p.chat->id()},
-                            {"train_on", o.chat->train_on_all ? "all" : "assistant"}};
-    if (p.settings.contains("instances")) manifest["instances"] = p.settings["instances"];
+        m.chat = token_files::ChatInfo{p.chat->origin(), p.chat->id(),
+                                       o.chat->train_on_all ? "all" : "assistant"};
+    if (p.settings.contains("instances"))
+        m.instances = nlohmann::ordered_json::parse(p.settings["instances"].dump());
     if (p.masks) {
         // The tokens the loss is taken on: the mask files' ones.
         int64_t trained = 0;
         std::vector<char> buf(1 << 20);
         for (const auto& s : shards) {
-            std::ifstream in(fs::path(o.out) / s.label_mask, std::ios::binary);
+            std::ifstream in(fs::path(o.out) / *s.label_mask, std::ios::binary);
             while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount()) {
                 for (std::streamsize k = 0; k < in.gcount(); ++k)
                     trained += buf[static_cast<std::size_t>(k)] != 0;
             }
         }
-        manifest["trained_tokens"] = trained;
+        m.trained_tokens = trained;
     }
-    for (const auto& s : shards) manifest["shards"].push_back(shard_json(s));
-    for (std::size_t i = 0; i < p.sources.size(); ++i)
-        manifest["sources"].push_back({{"path", p.sources[i].path},
-                                       {"bytes", p.sources[i].bytes},
-                                       {"documents", reader.documents_per_source()[i]}});
-    for (const auto& pr : reader.utf8_problems())
-        manifest["invalid_utf8"]["first"].push_back({{"file", pr.file}, {"offset", pr.offset}});
-    return manifest;
+    m.folder = o.out;
+    return m;
 }
 
 // How the workers encode: the tokenizer, the chat template and the mask and BOS/EOS settings.
@@ -842,7 +841,7 @@ private:
 
 }  // namespace
 
-Json prepare_data(const PrepareOptions& o) {
+Manifest prepare_data(const PrepareOptions& o) {
     const Plan plan = plan_preparation(o);
     Output opened = open_output(o, plan);
     if (opened.done) {
@@ -896,8 +895,8 @@ Json prepare_data(const PrepareOptions& o) {
     if (shards.empty())
         throw Error("no text: every input document is empty (" +
                     std::to_string(plan.sources.size()) + " file(s))");
-    Json manifest = manifest_json(o, plan, shards, reader, progress, tokenizer_copy);
-    write_atomic(out / kManifestFile, manifest.dump(2) + "\n");
+    Manifest manifest = make_manifest(o, plan, shards, reader, progress, tokenizer_copy);
+    write_atomic(out / kManifestFile, token_files::manifest_json(manifest).dump(2) + "\n");
     std::error_code ec;
     fs::remove(state_path, ec);
     report(true);

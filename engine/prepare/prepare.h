@@ -1,6 +1,6 @@
 // prepare-data: text in, OLMo-core token files out. Documents (documents.h) are tokenized on every
 // core, in order, each followed by the tokenizer's EOS, and written to shards part-NNNNN.npy of at
-// most `shard_bytes` (documents never cross shards), with manifest.json (manifest.h) last.
+// most `shard_bytes` (documents never cross shards), with manifest.json (engine/token_files/manifest.h) last.
 // Conversations (ChatOptions) are rendered with the chat template first, and written with label
 // masks (label-mask-NNNNN.npy, OLMo-core's label_mask_paths format: one byte per token); padded
 // or packed instances (Instances) get masks too, which mask out their padding.
@@ -11,6 +11,7 @@
 #pragma once
 
 #include "engine/prepare/documents.h"
+#include "engine/token_files/manifest.h"
 
 #include <nlohmann/json.hpp>
 
@@ -69,9 +70,9 @@ struct Cancelled {
     int64_t kept_shards = 0;
 };
 
-/// Runs prepare-data and returns the manifest written. Throws lathe::Error for bad input (no
+/// Runs prepare-data and returns the manifest written (token_files::manifest_json() is its file). Throws lathe::Error for bad input (no
 /// input, unreadable files, not a tokenizer, a vocabulary the dtype cannot hold, an output folder
 /// that holds something else) and Cancelled when interrupted.
-nlohmann::json prepare_data(const PrepareOptions& options);
+token_files::Manifest prepare_data(const PrepareOptions& options);
 
 }  // namespace lathe::prepare

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <set>
 
-namespace lathe::checkpoint {
+namespace lathe::remote {
 
 namespace fs = std::filesystem;
 
@@ -351,4 +351,4 @@ void upload_folder(const std::string& local, Storage& storage, const std::string
         storage.put_file(run_folder::join(local, name), run_folder::join(dir, name));
 }
 
-}  // namespace lathe::checkpoint
+}  // namespace lathe::remote

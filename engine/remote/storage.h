@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace lathe::checkpoint {
+namespace lathe::remote {
 
 class Storage {
 public:
@@ -107,4 +107,4 @@ private:
 /// checkpoint counts only once it is there).
 void upload_folder(const std::string& local, Storage& storage, const std::string& dir);
 
-}  // namespace lathe::checkpoint
+}  // namespace lathe::remote

@@ -2,6 +2,7 @@
 
 #include "engine/run_folder/file_io.h"
 #include "engine/util/error.h"
+#include "engine/util/record_json.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,133 +15,14 @@
 
 namespace lathe::run_folder {
 
-namespace {
-
-template <class T>
-struct is_vector : std::false_type {};
-template <class T>
-struct is_vector<std::vector<T>> : std::true_type {};
-template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<std::optional<T>> : std::true_type {};
-
-struct ToJson {
-    nlohmann::ordered_json out = nlohmann::ordered_json::object();
-
-    template <class T>
-    static nlohmann::ordered_json value(const T& x) {
-        if constexpr (is_optional<T>::value) {
-            return x ? value(*x) : nlohmann::ordered_json(nullptr);
-        } else if constexpr (is_vector<T>::value) {
-            auto a = nlohmann::ordered_json::array();
-            for (const auto& e : x) a.push_back(value(e));
-            return a;
-        } else if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) {
-            ToJson sub;
-            const_cast<T&>(x).visit(sub);  // visit() only reads here
-            return sub.out;
-        } else if constexpr (std::is_floating_point_v<T>) {
-            // JSON has no NaN: an unknown number is written as null.
-            return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
-        } else {
-            return x;
-        }
-    }
-    template <class T>
-    void operator()(const char* name, T& x) {
-        out[name] = value(x);
-    }
-};
-
-struct FromJson {
-    const nlohmann::json& in;
-    std::vector<std::string>* problems;
-    std::string prefix;
-
-    void note(const char* name, const std::string& why) const {
-        if (problems) problems->push_back(prefix + name + ": " + why);
-    }
-
-    template <class T>
-    static bool read(const nlohmann::json& j, T& x, std::string& why) {
-        if constexpr (is_optional<T>::value) {
-            if (j.is_null()) {
-                x.reset();
-                return true;
-            }
-            typename T::value_type v{};
-            if (!read(j, v, why)) return false;
-            x = v;
-            return true;
-        } else if constexpr (is_vector<T>::value) {
-            if (!j.is_array()) return why = "not a list", false;
-            T out;
-            for (const auto& e : j) {
-                typename T::value_type v{};
-                if (!read(e, v, why)) return false;
-                out.push_back(std::move(v));
-            }
-            x = std::move(out);
-            return true;
-        } else if constexpr (std::is_same_v<T, std::string>) {
-            if (!j.is_string()) return why = "not a string", false;
-            x = j.get<std::string>();
-            return true;
-        } else if constexpr (std::is_floating_point_v<T>) {
-            if (!j.is_number()) return why = "not a number", false;
-            x = j.get<T>();
-            return true;
-        } else if constexpr (std::is_integral_v<T>) {
-            if (!j.is_number()) return why = "not a number", false;
-            x = static_cast<T>(j.get<double>());
-            return true;
-        } else {
-            if (!j.is_object()) return why = "not an object", false;
-            std::vector<std::string> sub_problems;
-            FromJson sub{j, &sub_problems, ""};
-            x.visit(sub);
-            if (!sub_problems.empty()) return why = sub_problems.front(), false;
-            return true;
-        }
-    }
-
-    template <class T>
-    void operator()(const char* name, T& x) {
-        const auto it = in.find(name);
-        if (it == in.end()) return;
-        if (it->is_null() && !is_optional<T>::value) {
-            if constexpr (std::is_floating_point_v<T>) return;  // a NaN written as null
-            note(name, "null");
-            return;
-        }
-        T v = x;
-        std::string why;
-        if (read(*it, v, why)) {
-            x = std::move(v);
-        } else {
-            note(name, why);
-        }
-    }
-};
-
-}  // namespace
-
 template <class R>
 nlohmann::ordered_json to_json(const R& record) {
-    return ToJson::value(record);
+    return record_json::to_json(record);
 }
 
 template <class R>
 R record_from_json(const nlohmann::json& j, std::vector<std::string>* problems) {
-    R r;
-    if (!j.is_object()) {
-        if (problems) problems->push_back("not a JSON object");
-        return r;
-    }
-    FromJson v{j, problems, ""};
-    r.visit(v);
-    return r;
+    return record_json::from_json_lenient<R>(j, problems);
 }
 
 template <class R>

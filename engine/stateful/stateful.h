@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace lathe::checkpoint {
+namespace lathe::stateful {
 
 class Stateful {
 public:
@@ -34,4 +34,4 @@ public:
     virtual void load_state_dict(const nlohmann::json& state) { (void)state; }
 };
 
-}  // namespace lathe::checkpoint
+}  // namespace lathe::stateful

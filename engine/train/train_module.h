@@ -22,7 +22,7 @@ class FullyShardedDataParallel;
 class ComputeCopies;
 class StepGraphs;
 
-class TransformerTrainModule : public checkpoint::Stateful {
+class TransformerTrainModule : public stateful::Stateful {
 public:
     TransformerTrainModule(const config::ExperimentConfig& cfg, dist::Environment& env);
     ~TransformerTrainModule() override;

@@ -37,41 +37,6 @@ int64_t Callback::step() const {
 
 namespace {
 
-// Sets the damaged checkpoint `dir` of run folder `folder` aside as step{N}.unusable[K], with the
-// reason inside it and in history.jsonl (rank 0). Returns its new name.
-std::string set_aside_unusable(checkpoint::Checkpointer& checkpointer, const std::string& folder,
-                               const std::string& dir, const std::string& reason) {
-    const auto record = checkpointer.set_aside_unusable(dir, reason);
-    if (record.moved_to.empty()) return {};
-    try {
-        run_folder::append_history(run_folder::join(folder, run_folder::kHistoryFile),
-                                   run_folder::to_json(record));
-    } catch (const std::exception& e) {
-        log::warn("{}", e.what());  // the reason is inside the folder as well
-    }
-    log::warn("checkpoint {} is unusable and was set aside as {}: {}", dir, record.moved_to,
-              reason);
-    return record.moved_to;
-}
-
-// Why a run folder with no checkpoint to load has trained before: the step its status.json
-// reached, or checkpoints its history.jsonl says were resumed from or set aside. Empty for a new
-// run. (Issue 34: an emptied bucket, or every checkpoint damaged, must not mean a silent restart.)
-std::string earlier_progress(const std::string& folder) {
-    const auto status = run_folder::read_record<run_folder::RunStatus>(
-        run_folder::join(folder, run_folder::kStatusFile));
-    if (status && status->step > 0)
-        return "its status.json says it reached step " + std::to_string(status->step);
-    std::ifstream history(run_folder::join(folder, run_folder::kHistoryFile));
-    std::string line;
-    while (std::getline(history, line)) {
-        const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.contains("checkpoint"))
-            return "its history.jsonl names checkpoint " + j["checkpoint"].dump();
-    }
-    return {};
-}
-
 // The one place a global is unavoidable: a signal handler can only reach static storage.
 std::atomic<ControlFlags*> g_signal_target{nullptr};
 std::atomic<int> g_signal_number{0};
@@ -129,9 +94,8 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, dist::Environment& env,
       train_module_(train_module),
       data_loader_(data_loader),
       save_folder_(std::move(save_folder)) {
-    checkpoint_folder_ = checkpoint::is_remote_path(cfg.trainer.save_folder)
-                             ? cfg.trainer.save_folder
-                             : save_folder_;
+    checkpoint_folder_ =
+        remote::is_remote_path(cfg.trainer.save_folder) ? cfg.trainer.save_folder : save_folder_;
     while (checkpoint_folder_.size() > 1 && checkpoint_folder_.back() == '/')
         checkpoint_folder_.pop_back();
     const auto& r = cfg.trainer.remote;
@@ -440,56 +404,7 @@ void Trainer::fit() {
     canceled_ = false;
     control_reason_ = std::make_shared<std::string>();
     SignalScope signals(&control_);
-    const auto& t = cfg_.trainer;
-    if (!t.no_checkpoints && t.load_strategy != config::LoadStrategy::never) {
-        if (!checkpoint_loaded_) {
-            for (const auto& p : checkpointer_->clean_partial(checkpoint_folder_))
-                log::warn("removed partial checkpoint {}", p);
-            // A step{N} folder that is not a whole checkpoint (files lost or damaged since, a
-            // garbage .metadata.json) may still hold good tensors: set aside, never deleted.
-            if (env_.rank() == 0) {
-                for (const auto& c :
-                     checkpoint::Checkpointer::find_checkpoints(checkpoint_folder_)) {
-                    const auto name =
-                        run_folder::parse_checkpoint_name(checkpoint::base_name(c.path));
-                    if (!c.complete && name &&
-                        name->kind == run_folder::CheckpointName::Kind::Saved)
-                        set_aside_unusable(*checkpointer_, save_folder_, c.path, c.problem);
-                }
-            }
-            env_.cpu_group().barrier();
-            maybe_load_checkpoint(checkpoint_folder_, true, true);
-            // Nothing loaded from a folder that has trained before: stop rather than start over
-            // (rank 0 reads the run folder; every rank takes its word).
-            if (!checkpoint_loaded_) {
-                const std::string before = env_.cpu_group().broadcast_string(
-                    env_.rank() == 0 ? earlier_progress(save_folder_) : std::string(), 0);
-                if (!before.empty())
-                    throw Error(
-                        "no checkpoint of run folder " + save_folder_ + " can be loaded from " +
-                        checkpoint_folder_ + ", but the run has trained before (" + before +
-                        "): training from scratch would start it over. Restore its checkpoints, "
-                        "resume from one elsewhere (--resume-from), or set "
-                        "trainer.load_strategy=never to start afresh");
-            }
-        }
-        if (t.load_path) {
-            if (!checkpoint_loaded_) {
-                maybe_load_checkpoint(*t.load_path, t.load_trainer_state, t.load_optim_state);
-            } else {
-                log::warn("ignoring load_path {}: a checkpoint was found in {}", *t.load_path,
-                          checkpoint_folder_);
-            }
-        }
-        if (!checkpoint_loaded_) {
-            if (t.load_strategy == config::LoadStrategy::always) {
-                throw Error("load_strategy is always but no checkpoint was found in " +
-                            checkpoint_folder_ +
-                            (t.load_path ? " or " + *t.load_path : std::string()));
-            }
-            log::info("no checkpoint found: training from scratch");
-        }
-    }
+    checkpoint_loaded_ = restorer().restore(*this, checkpoint_loaded_);
     env_.cpu_group().barrier();
     std::string order;
     for (auto& [n, c] : ordered_) order += (order.empty() ? "" : ", ") + n;
@@ -737,107 +652,49 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
     return dir;
 }
 
+checkpoint::Restorer Trainer::restorer() {
+    return checkpoint::Restorer(
+        *checkpointer_, env_,
+        checkpoint::RestoreSettings::of(cfg_.trainer, save_folder_, checkpoint_folder_));
+}
+
 bool Trainer::maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
                                     std::optional<bool> load_optim_state) {
-    if (hf::is_any_hf_model_folder(dir)) {
-        // A Hugging Face model folder: its weights start the run; trainer and optimizer start
-        // fresh. Every rank reads the files (they are the same everywhere).
-        const auto t0 = std::chrono::steady_clock::now();
-        const hf::ModelSource source(dir);
-        const auto diffs = hf::model_differences(source.model(), cfg_.model);
-        if (!diffs.empty()) {
-            std::string list;
-            for (const auto& d : diffs) list += "\n  " + d;
-            throw Error("cannot load " + dir + ": its model differs from the config's:" + list);
-        }
-        std::map<std::string, torch::Tensor> tensors;
-        for (auto& [name, t] : source.weights(
-                 cfg_.model,
-                 cfg_.train_module.load_key_mapping.value_or(std::map<std::string, std::string>{})))
-            tensors.emplace("model." + name, std::move(t));
-        // The names are already mapped (load_key_mapping applied by the source).
-        train_module_.load_state_tensors(tensors, /*load_optim=*/false);
-        env_.cpu_group().barrier();
-        pending_load_duration_ =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return restorer().load_from(*this, dir, load_trainer_state, load_optim_state);
+}
+
+void Trainer::load_checkpoint(const std::string& dir, bool trainer_state, bool optim_state) {
+    restoring_hf_ = false;
+    checkpointer_->load(dir, *this, trainer_state, optim_state);
+}
+
+void Trainer::load_hf_model(const std::string& dir) {
+    restoring_hf_ = true;
+    const checkpoint::ModelSource source(dir);
+    const auto diffs = hf::model_differences(source.model(), cfg_.model);
+    if (!diffs.empty()) {
+        std::string list;
+        for (const auto& d : diffs) list += "\n  " + d;
+        throw Error("cannot load " + dir + ": its model differs from the config's:" + list);
+    }
+    std::map<std::string, torch::Tensor> tensors;
+    for (auto& [name, t] : source.weights(cfg_.model, cfg_.train_module.load_key_mapping.value_or(
+                                                          std::map<std::string, std::string>{})))
+        tensors.emplace("model." + name, std::move(t));
+    // The names are already mapped (load_key_mapping applied by the source).
+    train_module_.load_state_tensors(tensors, /*load_optim=*/false);
+}
+
+void Trainer::restored(const std::string& dir, double seconds) {
+    // Recorded with the first step trained after loading, so the loaded step is not logged twice.
+    pending_load_duration_ = seconds;
+    if (restoring_hf_)
         log::info("loaded the weights of Hugging Face model {}; trainer and optimizer start fresh",
                   dir);
-        for_each_callback([&](Callback& c) { c.post_checkpoint_loaded(dir); });
-        checkpoint_loaded_ = true;
-        return true;
-    }
-    std::vector<std::string> candidates;
-    const bool scanning = !checkpoint::Checkpointer::dir_is_checkpoint(dir);
-    if (!scanning) {
-        candidates.push_back(dir);
-    } else {
-        auto found = checkpoint::Checkpointer::complete_checkpoints(dir);
-        for (auto it = found.rbegin(); it != found.rend(); ++it) candidates.push_back(it->path);
-        std::error_code ec;
-        if (found.empty() && !checkpoint::is_remote_path(dir) &&
-            std::filesystem::exists(dir + "/model_and_optim", ec)) {
-            throw Error(dir + ": not a complete checkpoint (no .metadata.json)");
-        }
-    }
-    // Damaged checkpoints of the run's own folder are set aside and the next older one is tried,
-    // whatever the load strategy: the run then trains past that step again on its own. Elsewhere
-    // (load_path) nothing is moved; if_available falls back, always stops.
-    std::error_code ec;
-    const bool own_folder =
-        scanning && (checkpoint::is_remote_path(dir)
-                         ? checkpoint::parent_path(dir + "/x") ==
-                               checkpoint::parent_path(checkpoint_folder_ + "/x")
-                         : std::filesystem::equivalent(dir, checkpoint_folder_, ec));
-    const auto& group = env_.cpu_group();
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
-        const auto& path = candidates[i];
-        auto t0 = std::chrono::steady_clock::now();
-        // 0 loaded, 1 damaged (UnusableCheckpointError), 2 does not fit (another error).
-        int64_t outcome = 0;
-        std::string failure;
-        try {
-            checkpointer_->load(path, *this, load_trainer_state.value_or(true),
-                                load_optim_state.value_or(true));
-        } catch (const checkpoint::UnusableCheckpointError& e) {
-            outcome = 1;
-            failure = e.what();
-        } catch (const std::exception& e) {
-            outcome = 2;
-            failure = e.what();
-        }
-        // Every rank takes the same decision: the worst outcome, with the reason of the first
-        // rank that had it.
-        auto worst = torch::tensor({outcome}, torch::kInt64);
-        group.all_reduce(worst, dist::ReduceOp::max);
-        const int64_t agreed = worst.item<int64_t>();
-        if (agreed == 0) {
-            // Recorded with the first step trained after loading, so the loaded step is not logged twice.
-            pending_load_duration_ =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            log::info("loaded checkpoint {} (step {})", path, global_step_);
-            for_each_callback([&](Callback& c) { c.post_checkpoint_loaded(path); });
-            checkpoint_loaded_ = true;
-            return true;
-        }
-        auto first = torch::tensor(
-            {outcome == agreed ? int64_t(env_.rank()) : int64_t(env_.world_size())}, torch::kInt64);
-        group.all_reduce(first, dist::ReduceOp::min);
-        const std::string reason =
-            group.broadcast_string(failure, static_cast<int>(first.item<int64_t>()));
-        const bool has_next = i + 1 < candidates.size();
-        if (agreed == 2) throw Error("cannot load checkpoint " + path + ": " + reason);
-        if (own_folder) {
-            if (env_.rank() == 0) set_aside_unusable(*checkpointer_, save_folder_, path, reason);
-            group.barrier();
-            if (has_next) log::warn("falling back to {}", candidates[i + 1]);
-            continue;
-        }
-        if (cfg_.trainer.load_strategy != config::LoadStrategy::if_available || !has_next)
-            throw Error("cannot load checkpoint " + path + ": " + reason);
-        log::warn("cannot load checkpoint {}: {}; falling back to {}", path, reason,
-                  candidates[i + 1]);
-    }
-    return false;
+    else
+        log::info("loaded checkpoint {} (step {})", dir, global_step_);
+    for_each_callback([&](Callback& c) { c.post_checkpoint_loaded(dir); });
+    checkpoint_loaded_ = true;
 }
 
 }  // namespace lathe::train

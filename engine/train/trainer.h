@@ -6,6 +6,7 @@
 // every exit path.
 #pragma once
 
+#include "engine/checkpoint/restore.h"
 #include "engine/config/config.h"
 #include "engine/data/data_loader.h"
 #include "engine/distributed/env.h"
@@ -57,7 +58,8 @@ constexpr bool has(int64_t bits, ControlBit b) {
     return (bits & bit(b)) != 0;
 }
 
-class Trainer : public checkpoint::Stateful {
+// Also the RestoreTarget of checkpoint::Restorer, which decides what a run starts from.
+class Trainer : public stateful::Stateful, private checkpoint::RestoreTarget {
 public:
     Trainer(const config::ExperimentConfig& cfg, dist::Environment& env,
             TransformerTrainModule& train_module, data::DataLoader& data_loader,
@@ -116,7 +118,8 @@ public:
     /// Seconds the latest completed save took to write (for an async save, on the writer thread);
     /// set before post_checkpoint_saved() runs, so callbacks can report it.
     double last_checkpoint_write_s() const { return last_checkpoint_write_s_; }
-    /// Loads `dir` (a checkpoint or a folder of them). Returns false when none was found.
+    /// Loads `dir` (a checkpoint, a folder of them, or a Hugging Face model folder) by the
+    /// restore rules (checkpoint/restore.h). Returns false when none was found.
     bool maybe_load_checkpoint(const std::string& dir, std::optional<bool> load_trainer_state,
                                std::optional<bool> load_optim_state);
     bool checkpoint_loaded() const { return checkpoint_loaded_; }
@@ -197,6 +200,13 @@ private:
     std::atomic<double> pending_async_duration_{-1.0};
     std::atomic<double> last_checkpoint_write_s_{0.0};
     double pending_load_duration_ = -1.0;
+    bool restoring_hf_ = false;  ///< the load under way is a Hugging Face model's weights
+
+    // checkpoint::RestoreTarget
+    void load_checkpoint(const std::string& dir, bool trainer_state, bool optim_state) override;
+    void load_hf_model(const std::string& dir) override;
+    void restored(const std::string& dir, double seconds) override;
+    checkpoint::Restorer restorer();
 };
 
 }  // namespace lathe::train

@@ -13,6 +13,7 @@
 // N counted from the conversation in FILE); LATHE_FAKE_GENERATE_MS delays the answer (to test Stop), and
 // LATHE_FAKE_MODE=fail makes it fail with an error on stderr.
 #include "engine/config/io.h"
+#include "engine/protocol/cli_output.h"
 #include "engine/protocol/control_client.h"
 
 #include <chrono>
@@ -58,11 +59,16 @@ int generate(int argc, char** argv) {
         std::fprintf(stderr, "lathe-engine generate: error: %s: no such folder\n", argv[2]);
         return 1;
     }
-    lathe::config::Json line = {{"ids", {1, 2, 3}}, {"finish_reason", "length"}};
+    // The real engine's message (engine/protocol/cli_output.h), so the workbench reads this
+    // fake's answer exactly as it reads the engine's.
+    proto::Generation line;
+    line.ids = {1, 2, 3};
+    line.logprobs = {-0.5, -0.25, -0.125};
+    line.finish_reason = "length";
     if (ids.empty()) {
-        line["prompt"] = prompt;
-        line["text"] = std::string(prompt.rbegin(), prompt.rend());
-        line["reply"] = line["text"];
+        line.prompt = prompt;
+        line.text = std::string(prompt.rbegin(), prompt.rend());
+        line.reply = line.text;
     }
     if (chat) {  // "turn N: " + the prompt reversed, N from the conversation it was given
         std::ifstream in(messages);
@@ -74,11 +80,15 @@ int generate(int argc, char** argv) {
         }
         const std::string reply = "turn " + std::to_string(history.size() / 2 + 1) + ": " +
                                   std::string(prompt.rbegin(), prompt.rend());
-        line["reply"] = reply;
-        line["text"] = reply + "<|im_end|>";
-        line["finish_reason"] = "stop_id";
+        line.reply = reply;
+        line.text = reply + "<|im_end|>";
+        line.finish_reason = "stop_id";
     }
-    std::printf("%s\n{\"summary\":{}}\n", line.dump().c_str());
+    proto::GenerationSummaryLine summary;
+    summary.summary.prompts = 1;
+    summary.summary.new_tokens = 3;
+    std::printf("%s\n%s\n", proto::write_output(line).c_str(),
+                proto::write_output(summary).c_str());
     return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "ui/checkpoints/checkpoint_info.h"
 
+#include "engine/protocol/cli_output.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/layout.h"
 #include "engine/run_folder/records.h"
@@ -78,22 +79,17 @@ QString remoteCheckpointFolder(const QString& runDir) {
 }
 
 QVector<CheckpointInfo> checkpointsFromInspect(const QByteArray& json, QString* error) {
-    QJsonParseError pe;
-    const QJsonDocument doc = QJsonDocument::fromJson(json, &pe);
-    const QJsonArray list = doc.object().value(QStringLiteral("checkpoints")).toArray();
-    if (pe.error != QJsonParseError::NoError ||
-        !doc.object().contains(QStringLiteral("checkpoints"))) {
-        if (error)
-            *error = pe.error != QJsonParseError::NoError
-                         ? pe.errorString()
-                         : QObject::tr("the engine's answer lists no checkpoints");
+    protocol::CheckpointListing listing;
+    try {
+        listing = protocol::read_output<protocol::CheckpointListing>(json.toStdString(), "inspect");
+    } catch (const std::exception& e) {
+        if (error) *error = QString::fromStdString(e.what());
         return {};
     }
     QVector<CheckpointInfo> out;
-    for (const auto& v : list) {
-        const QJsonObject o = v.toObject();
+    for (const auto& o : listing.checkpoints) {
         CheckpointInfo c;
-        c.path = o.value(QStringLiteral("path")).toString();
+        c.path = QString::fromStdString(o.path);
         QString name = c.path;
         while (name.endsWith(QLatin1Char('/'))) name.chop(1);
         c.name = name.mid(name.lastIndexOf(QLatin1Char('/')) + 1);
@@ -101,15 +97,17 @@ QVector<CheckpointInfo> checkpointsFromInspect(const QByteArray& json, QString* 
         if (!parsed) continue;
         c.step = parsed->step;
         c.remote = true;
-        c.status = o.value(QStringLiteral("complete")).toBool() ? CheckpointInfo::Status::Complete
-                                                                : CheckpointInfo::Status::Partial;
-        c.reason = o.value(QStringLiteral("problem")).toString();
-        const QJsonObject meta = o.value(QStringLiteral("metadata")).toObject();
-        c.ephemeral = meta.value(QStringLiteral("ephemeral")).toBool();
-        c.worldSize = meta.value(QStringLiteral("world_size")).toInt();
-        c.tokens =
-            static_cast<qint64>(o.value(QStringLiteral("global_train_tokens_seen")).toDouble(-1));
-        c.sizeBytes = static_cast<qint64>(o.value(QStringLiteral("total_bytes")).toDouble());
+        c.status = o.complete ? CheckpointInfo::Status::Complete : CheckpointInfo::Status::Partial;
+        c.reason = QString::fromStdString(o.problem.value_or(""));
+        if (o.metadata && o.metadata->is_object()) {
+            const auto& meta = *o.metadata;
+            const auto e = meta.find("ephemeral");
+            c.ephemeral = e != meta.end() && e->is_boolean() && e->get<bool>();
+            const auto w = meta.find("world_size");
+            c.worldSize = w != meta.end() && w->is_number_integer() ? w->get<int>() : 0;
+        }
+        c.tokens = o.global_train_tokens_seen.value_or(-1);
+        c.sizeBytes = o.total_bytes;
         out.push_back(c);
     }
     std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {

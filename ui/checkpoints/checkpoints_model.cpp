@@ -1,7 +1,7 @@
 #include "ui/checkpoints/checkpoints_model.h"
 
 #include "ui/runs/run_format.h"
-#include "ui/util/engine_launch.h"
+#include "ui/util/engine_command.h"
 
 #include <QBrush>
 #include <QDeadlineTimer>
@@ -9,10 +9,6 @@
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QFileSystemWatcher>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
-#include <QProcess>
 #include <QThread>
 #include <QTimer>
 
@@ -26,12 +22,6 @@ qint64 nowMs() {
 }
 
 // The engine's last error line, for a message.
-QString lastLine(QProcess* p) {
-    const QStringList lines =
-        QString::fromUtf8(p->readAllStandardError()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
-    return lines.isEmpty() ? p->errorString() : lines.back();
-}
-
 qint64 mtime(const QString& path) {
     const QFileInfo fi(path);
     return fi.exists() ? fi.lastModified().toMSecsSinceEpoch() : -1;
@@ -76,7 +66,7 @@ CheckpointsModel::CheckpointsModel(QObject* parent)
 
 CheckpointsModel::~CheckpointsModel() {
     cancel_->store(true);
-    for (QProcess* p : remoteVerifying_) p->disconnect(this);
+    for (EngineCommand* c : std::as_const(remoteVerifying_)) c->disconnect(this);
     if (listing_) listing_->disconnect(this);
     for (QThread* t : std::as_const(running_)) {
         t->disconnect(this);
@@ -177,35 +167,27 @@ void CheckpointsModel::refresh() {
 
 void CheckpointsModel::refreshRemote() {
     if (listing_) return;  // one listing at a time; its answer arrives in remoteListed()
-    listing_ = new QProcess(this);
-    listing_->setProgram(findEngine());
-    listing_->setArguments({QStringLiteral("inspect"), remoteFolder_});
+    listing_ = new EngineCommand(this);
     const QString folder = remoteFolder_;
-    QProcess* p = listing_;
-    auto finish = [this, p, folder](bool ok) {
-        if (listing_ != p) return;
+    EngineCommand* c = listing_;
+    connect(c, &EngineCommand::finished, this, [this, c, folder](bool ok) {
+        if (listing_ != c) return;
         listing_ = nullptr;
-        p->deleteLater();
+        c->deleteLater();
         lastListingMs_ = nowMs();
         if (folder != remoteFolder_) return;  // another run was chosen meanwhile
         if (!ok) {
-            remoteError_ = tr("cannot list %1: %2").arg(folder, lastLine(p));
+            remoteError_ = tr("cannot list %1: %2").arg(folder, c->error());
         } else {
             QString error;
-            const auto rows = checkpointsFromInspect(p->readAllStandardOutput(), &error);
+            const auto rows = checkpointsFromInspect(c->output(), &error);
             remoteError_ =
                 error.isEmpty() ? QString() : tr("cannot list %1: %2").arg(folder, error);
             if (error.isEmpty()) applyRemoteRows(rows);
         }
         Q_EMIT remoteListed();
-    };
-    connect(p, &QProcess::finished, this, [finish](int code, QProcess::ExitStatus status) {
-        finish(status == QProcess::NormalExit && code == 0);
     });
-    connect(p, &QProcess::errorOccurred, this, [finish](QProcess::ProcessError e) {
-        if (e == QProcess::FailedToStart) finish(false);
-    });
-    p->start();
+    c->start({QStringLiteral("inspect"), remoteFolder_});
 }
 
 void CheckpointsModel::applyRemoteRows(const QVector<CheckpointInfo>& rows) {
@@ -227,22 +209,23 @@ void CheckpointsModel::applyRemoteRows(const QVector<CheckpointInfo>& rows) {
 }
 
 void CheckpointsModel::verifyRemote(const QString& path) {
-    auto* p = new QProcess(this);
-    p->setProgram(findEngine());
-    p->setArguments({QStringLiteral("inspect"), QStringLiteral("--verify"), path});
-    remoteVerifying_.insert(path, p);
-    auto finish = [this, p, path] {
-        if (remoteVerifying_.value(path) != p) return;
+    auto* c = new EngineCommand(this);
+    remoteVerifying_.insert(path, c);
+    connect(c, &EngineCommand::finished, this, [this, c, path] {
+        if (remoteVerifying_.value(path) != c) return;
         remoteVerifying_.remove(path);
-        p->deleteLater();
-        const QJsonObject out = QJsonDocument::fromJson(p->readAllStandardOutput()).object();
+        c->deleteLater();
+        // --verify exits 1 when something did not verify, and still says what.
+        QString error;
+        const auto out =
+            readOutput<protocol::CheckpointInspection>(c->output(), "inspect --verify", &error);
         QString problem;
-        if (!out.contains(QStringLiteral("verified"))) {
-            problem = tr("not verified: %1").arg(lastLine(p));
-        } else if (!out.value(QStringLiteral("verified")).toBool()) {
+        if (!out) {
+            problem = tr("not verified: %1").arg(c->error().isEmpty() ? error : c->error());
+        } else if (!out->verified) {
             QStringList problems;
-            for (const auto& v : out.value(QStringLiteral("problems")).toArray())
-                problems << v.toString();
+            for (const auto& p : out->problems.value_or(std::vector<std::string>{}))
+                problems << QString::fromStdString(p);
             problem =
                 problems.isEmpty() ? tr("did not verify") : problems.join(QStringLiteral("; "));
         }
@@ -250,12 +233,8 @@ void CheckpointsModel::verifyRemote(const QString& path) {
         const int row = rowOf(path);
         if (row >= 0) Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
         Q_EMIT verified(path, problem);
-    };
-    connect(p, &QProcess::finished, this, finish);
-    connect(p, &QProcess::errorOccurred, this, [finish](QProcess::ProcessError e) {
-        if (e == QProcess::FailedToStart) finish();
     });
-    p->start();
+    c->start({QStringLiteral("inspect"), QStringLiteral("--verify"), path});
     const int row = rowOf(path);
     if (row >= 0) Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
 }

@@ -19,11 +19,12 @@
 #include <memory>
 
 class QFileSystemWatcher;
-class QProcess;
 class QThread;
 class QTimer;
 
 namespace lathe::ui {
+
+class EngineCommand;
 
 class CheckpointsModel : public QAbstractTableModel {
     Q_OBJECT
@@ -108,9 +109,9 @@ private:
     QTimer* soon_ = nullptr;
     QString remoteFolder_;
     QString remoteError_;
-    QProcess* listing_ = nullptr;
+    EngineCommand* listing_ = nullptr;
     qint64 lastListingMs_ = -1;  ///< when the latest remote listing finished (monotonic ms)
-    QHash<QString, QProcess*> remoteVerifying_;
+    QHash<QString, EngineCommand*> remoteVerifying_;
 };
 
 }  // namespace lathe::ui

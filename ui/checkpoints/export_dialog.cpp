@@ -1,9 +1,7 @@
 #include "ui/checkpoints/export_dialog.h"
 
 #include "engine/config/memory_estimate.h"
-#include "ui/util/engine_launch.h"
-
-#include <nlohmann/json.hpp>
+#include "ui/util/engine_command.h"
 
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -19,7 +17,8 @@
 
 namespace lathe::ui {
 
-ExportDialog::ExportDialog(QWidget* parent) : QDialog(parent) {
+ExportDialog::ExportDialog(QWidget* parent) : QDialog(parent), command_(new EngineCommand(this)) {
+    connect(command_, &EngineCommand::finished, this, &ExportDialog::onFinished);
     setObjectName(QStringLiteral("exportDialog"));
     setWindowTitle(tr("Export to Hugging Face"));
     auto* layout = new QVBoxLayout(this);
@@ -118,44 +117,39 @@ bool ExportDialog::startExport() {
         status_->setText(tr("Choose a checkpoint and an output folder first."));
         return false;
     }
-    auto* p = new QProcess(this);
-    process_ = p;
-    connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus status) {
-        const QByteArray out = p->readAllStandardOutput();
-        const QString err = QString::fromUtf8(p->readAllStandardError()).trimmed();
-        p->deleteLater();
-        const auto j = nlohmann::json::parse(out.toStdString(), nullptr, false);
-        const bool ok = status == QProcess::NormalExit && code == 0 && j.is_object();
-        QString message;
-        if (ok) {
-            message = tr("Exported to %1: %2 file(s), %3 tensors, %4 of %5 weights.")
-                          .arg(QString::fromStdString(j.value("exported", std::string())))
-                          .arg(j.value("files", nlohmann::json::array()).size())
-                          .arg(j.value("tensors", 0))
-                          .arg(QString::fromStdString(
-                              lathe::config::human_bytes(j.value("weight_bytes", 0.0))))
-                          .arg(QString::fromStdString(j.value("dtype", std::string())));
-        } else {
-            const QStringList lines = err.split('\n', Qt::SkipEmptyParts);
-            message = tr("Export failed: %1")
-                          .arg(lines.isEmpty() ? tr("exit %1").arg(code) : lines.last());
-        }
-        status_->setText(message);
-        updateButtons();
-        Q_EMIT finished(ok, message);
-    });
-    connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
-        if (e != QProcess::FailedToStart) return;
-        const QString message = tr("Cannot start %1: %2").arg(p->program(), p->errorString());
-        status_->setText(message);
-        p->deleteLater();
-        updateButtons();
-        Q_EMIT finished(false, message);
-    });
     status_->setText(tr("Exporting…"));
-    p->start(findEngine(), arguments());
+    command_->start(arguments());
     updateButtons();
     return true;
+}
+
+bool ExportDialog::isRunning() const {
+    return command_->isRunning();
+}
+
+void ExportDialog::onFinished(bool ok) {
+    QString message;
+    if (ok) {
+        QString error;
+        const auto r = readOutput<protocol::ExportResult>(command_->output(), "export", &error);
+        if (r) {
+            message = tr("Exported to %1: %2 file(s), %3 tensors, %4 of %5 weights.")
+                          .arg(QString::fromStdString(r->exported))
+                          .arg(r->files.size())
+                          .arg(r->tensors)
+                          .arg(QString::fromStdString(
+                              lathe::config::human_bytes(double(r->weight_bytes))))
+                          .arg(QString::fromStdString(r->dtype));
+        } else {
+            ok = false;
+            message = tr("Export failed: the engine's answer does not fit: %1").arg(error);
+        }
+    } else {
+        message = tr("Export failed: %1").arg(command_->error());
+    }
+    status_->setText(message);
+    updateButtons();
+    Q_EMIT finished(ok, message);
 }
 
 }  // namespace lathe::ui

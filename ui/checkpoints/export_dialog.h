@@ -1,12 +1,11 @@
 // ExportDialog: File > Export to Hugging Face… The checkpoint selected in the Checkpoints dock (or
 // one chosen here), an output folder, the weights' dtype and the shard size; Export runs
-// `lathe-engine export CKPT OUT --dtype D --max-shard-size S` as a child process (the window never
-// waits), then says what was written (files, tensors, size) or the engine's error.
+// `lathe-engine export CKPT OUT --dtype D --max-shard-size S` through an EngineCommand (the window
+// never waits), then says what was written (protocol::ExportResult: files, tensors, size) or the
+// engine's error.
 #pragma once
 
 #include <QDialog>
-#include <QPointer>
-#include <QProcess>
 
 class QComboBox;
 class QLabel;
@@ -14,6 +13,8 @@ class QLineEdit;
 class QPushButton;
 
 namespace lathe::ui {
+
+class EngineCommand;
 
 class ExportDialog : public QDialog {
     Q_OBJECT
@@ -29,7 +30,7 @@ public:
     QStringList arguments() const;
     /// Starts the export; false (see statusText()) when a field is missing or one is running.
     bool startExport();
-    bool isRunning() const { return process_ && process_->state() != QProcess::NotRunning; }
+    bool isRunning() const;
     QString statusText() const;
 
 Q_SIGNALS:
@@ -38,13 +39,14 @@ Q_SIGNALS:
 
 private:
     void updateButtons();
+    void onFinished(bool ok);
     QLineEdit* checkpoint_;
     QLineEdit* out_;
     QComboBox* dtype_;
     QComboBox* shardSize_;
     QLabel* status_;
     QPushButton* export_;
-    QPointer<QProcess> process_;
+    EngineCommand* command_;
 };
 
 }  // namespace lathe::ui

@@ -1,6 +1,6 @@
 #include "ui/data/mixture_editor.h"
 
-#include "ui/util/engine_launch.h"
+#include "ui/util/engine_command.h"
 
 #include <QDir>
 #include <QFileDialog>
@@ -17,7 +17,9 @@ namespace lathe::ui {
 
 using Json = lathe::config::Json;
 
-MixtureEditor::MixtureEditor(QWidget* parent) : QWidget(parent), model_(new MixtureModel(this)) {
+MixtureEditor::MixtureEditor(QWidget* parent)
+    : QWidget(parent), model_(new MixtureModel(this)), command_(new EngineCommand(this)) {
+    connect(command_, &EngineCommand::finished, this, &MixtureEditor::onEstimated);
     setObjectName(QStringLiteral("mixtureEditor"));
     auto* layout = new QVBoxLayout(this);
     auto* intro = new QLabel(
@@ -159,37 +161,37 @@ bool MixtureEditor::estimate() {
         refresh();
         return false;
     }
-    process_ = new QProcess(this);
-    file->setParent(process_);
-    connect(process_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
-        const QByteArray out = process_->readAllStandardOutput();
-        const QString err = QString::fromUtf8(process_->readAllStandardError()).trimmed();
-        process_->deleteLater();
-        Json plan = Json::parse(out.toStdString(), nullptr, false);
-        const bool ok = status == QProcess::NormalExit && code == 0 && model_->setPlan(plan);
-        if (ok) {
-            engineError_.clear();
-        } else {
-            // The engine's message names the field and the file; drop its program prefix.
-            QString message = err.isEmpty() ? tr("the engine's plan failed (exit %1)").arg(code)
-                                            : err.section(QLatin1Char('\n'), -1);
-            engineError_ = message.replace(QStringLiteral("lathe-engine dataset: "), QString());
-        }
-        refresh();
-        Q_EMIT estimated(ok, engineError_);
-    });
-    connect(process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
-        if (e != QProcess::FailedToStart) return;
-        engineError_ = tr("cannot start the engine (%1): %2")
-                           .arg(process_->program(), process_->errorString());
-        process_->deleteLater();
-        refresh();
-        Q_EMIT estimated(false, engineError_);
-    });
-    process_->start(findEngine(),
-                    {QStringLiteral("dataset"), file->fileName(), QStringLiteral("--plan")});
+    delete planConfig_;
+    planConfig_ = file;
+    command_->start({QStringLiteral("dataset"), file->fileName(), QStringLiteral("--plan")});
     refresh();
     return true;
+}
+
+bool MixtureEditor::isEstimating() const {
+    return command_->isRunning();
+}
+
+void MixtureEditor::onEstimated(bool ok) {
+    delete planConfig_;
+    planConfig_ = nullptr;
+    if (ok) {
+        QString error;
+        if (const auto plan =
+                readOutput<protocol::MixturePlan>(command_->output(), "dataset --plan", &error)) {
+            model_->setPlan(*plan);
+            engineError_.clear();
+        } else {
+            ok = false;
+            engineError_ = tr("the engine's plan does not fit: %1").arg(error);
+        }
+    } else {
+        // The engine's message names the field and the file; drop its program prefix.
+        engineError_ =
+            command_->error().replace(QStringLiteral("lathe-engine dataset: "), QString());
+    }
+    refresh();
+    Q_EMIT estimated(ok, engineError_);
 }
 
 bool MixtureEditor::apply() {

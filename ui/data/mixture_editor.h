@@ -8,18 +8,19 @@
 
 #include "ui/data/mixture_model.h"
 
-#include <QPointer>
-#include <QProcess>
 #include <QWidget>
 
 #include <functional>
 
 class QLabel;
+class QTemporaryFile;
 class QLineEdit;
 class QPushButton;
 class QTableView;
 
 namespace lathe::ui {
+
+class EngineCommand;
 
 class MixtureEditor : public QWidget {
     Q_OBJECT
@@ -37,7 +38,7 @@ public:
     /// Runs the engine's plan (asynchronous; estimated() when done). False when one is running
     /// or the table has no source.
     bool estimate();
-    bool isEstimating() const { return process_ && process_->state() != QProcess::NotRunning; }
+    bool isEstimating() const;
     /// The problems line's text ("" when none).
     QString problemsText() const;
     /// Apply: emits applyToConfig with dataset.source and dataset.mixture's sources and
@@ -51,13 +52,15 @@ Q_SIGNALS:
 
 private:
     void refresh();
+    void onEstimated(bool ok);
     MixtureModel* model_;
     QTableView* table_;
     QLineEdit* requested_;
     QLabel* problems_;
     QPushButton* estimate_;
     QPushButton* apply_;
-    QPointer<QProcess> process_;
+    EngineCommand* command_;
+    QTemporaryFile* planConfig_ = nullptr;  ///< the config the running estimate reads
     std::function<lathe::config::Json()> config_;
     bool edited_ = false;
     bool loading_ = false;

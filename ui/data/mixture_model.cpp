@@ -1,6 +1,7 @@
 #include "ui/data/mixture_model.h"
 
 #include "engine/config/memory_estimate.h"
+#include "engine/config/rules.h"
 
 #include <QBrush>
 #include <QColor>
@@ -15,11 +16,6 @@ using Json = lathe::config::Json;
 
 QString count(double v) {
     return QString::fromStdString(lathe::config::human_count(v));
-}
-
-// As the engine compares the sum of the ratios with 1 (numpy's allclose).
-bool sumsToOne(double sum) {
-    return std::abs(sum - 1.0) <= 1e-8 + 1e-5;
 }
 
 }  // namespace
@@ -305,25 +301,19 @@ bool MixtureModel::fromJson(const Json& mixture) {
     return true;
 }
 
-bool MixtureModel::setPlan(const Json& plan) {
-    if (!plan.is_object() || !plan.contains("sources") || !plan["sources"].is_array()) return false;
-    for (const Json& p : plan["sources"]) {
-        if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) continue;
-        const QString name = QString::fromStdString(p["name"].get<std::string>());
+void MixtureModel::setPlan(const lathe::protocol::MixturePlan& plan) {
+    for (const auto& p : plan.sources) {
+        const QString name = QString::fromStdString(p.name);
         for (auto& s : sources_) {
             if (s.name != name) continue;
-            if (p.contains("available_tokens") && p["available_tokens"].is_number_integer())
-                s.available = p["available_tokens"].get<qint64>();
-            if (p.contains("repetitions") && p["repetitions"].is_number())
-                s.repetitions = p["repetitions"].get<double>();
-            else if (p.contains("repetitions"))  // JSON has no infinity: null means none usable
-                s.repetitions = INFINITY;
+            s.available = p.available_tokens;
+            // JSON has no infinity: an unknown (null) number means no usable tokens.
+            s.repetitions = std::isfinite(p.repetitions) ? p.repetitions : INFINITY;
         }
     }
     if (!sources_.isEmpty())
         Q_EMIT dataChanged(index(0, 0), index(int(sources_.size()) - 1, ColumnCount - 1));
     Q_EMIT changed();
-    return true;
 }
 
 QStringList MixtureModel::problems() const {
@@ -337,7 +327,7 @@ QStringList MixtureModel::problems() const {
         sum += s.ratio;
         ratios << QStringLiteral("%1 %2").arg(s.name).arg(s.ratio);
     }
-    if (!sumsToOne(sum))
+    if (!lathe::config::mixture_ratios_sum_to_one(sum))
         out << tr("the ratios sum to %1, not 1 (%2): Normalize fixes it")
                    .arg(sum, 0, 'g', 6)
                    .arg(ratios.join(QStringLiteral(", ")));

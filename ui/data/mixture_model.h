@@ -7,6 +7,7 @@
 #pragma once
 
 #include "engine/config/io.h"
+#include "engine/protocol/cli_output.h"
 
 #include <QAbstractTableModel>
 #include <QStringList>
@@ -69,8 +70,8 @@ public:
     lathe::config::Json toJson() const;
     /// Replaces the sources from a dataset.mixture object; false (and no change) if it is not one.
     bool fromJson(const lathe::config::Json& mixture);
-    /// Reads `lathe-engine dataset --plan` output; false when it is not a plan.
-    bool setPlan(const lathe::config::Json& plan);
+    /// Takes `lathe-engine dataset --plan`'s answer: each named source's tokens and repetitions.
+    void setPlan(const lathe::protocol::MixturePlan& plan);
 
     /// What the engine would refuse, one line each ("" problems: none).
     QStringList problems() const;

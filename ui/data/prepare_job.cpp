@@ -1,5 +1,6 @@
 #include "ui/data/prepare_job.h"
 
+#include "ui/util/engine_command.h"
 #include "ui/util/engine_launch.h"
 
 #include <QDir>
@@ -67,16 +68,16 @@ QVector<std::pair<QString, Json>> PrepareResult::configChanges() const {
             {QStringLiteral("model.vocab_size"), paddedVocabSize}};
 }
 
-PrepareJob::PrepareJob(QObject* parent) : QObject(parent), engine_(findEngine()) {}
-
-PrepareJob::~PrepareJob() {
-    if (process_ && process_->state() != QProcess::NotRunning) {
-        process_->disconnect(this);
-        process_->terminate();
-        if (!process_->waitForFinished(5000)) process_->kill();
-        process_->waitForFinished(1000);
-    }
+PrepareJob::PrepareJob(QObject* parent)
+    : QObject(parent), engine_(findEngine()), command_(new EngineCommand(this)) {
+    connect(command_, &EngineCommand::lineRead, this, [this](const QByteArray& line) {
+        if (state_ == State::Preparing) readProgressLine(line);
+    });
+    connect(command_, &EngineCommand::finished, this, &PrepareJob::onFinished);
 }
+
+// The command's destructor (a child of this job) stops a running step.
+PrepareJob::~PrepareJob() = default;
 
 bool PrepareJob::start(const PrepareRequest& request) {
     if (isRunning()) {
@@ -105,73 +106,60 @@ bool PrepareJob::start(const PrepareRequest& request) {
 }
 
 void PrepareJob::cancel() {
-    if (!isRunning() || !process_) return;
+    if (!isRunning()) return;
     cancelled_ = true;
-    process_->terminate();
+    command_->terminate();
 }
 
 void PrepareJob::runStep(const QStringList& arguments, State state) {
     state_ = state;
     fraction_ = state == State::Training ? -1 : 0;
-    pending_.clear();
-    errors_.clear();
-    auto* p = new QProcess(this);
-    process_ = p;
-    connect(p, &QProcess::readyReadStandardOutput, this, [this, p] {
-        pending_ += p->readAllStandardOutput();
-        int nl;
-        while ((nl = pending_.indexOf('\n')) >= 0) {
-            const QByteArray line = pending_.left(nl);
-            pending_.remove(0, nl + 1);
-            if (state_ == State::Preparing) readProgressLine(line);
-        }
-    });
-    connect(p, &QProcess::readyReadStandardError, this,
-            [this, p] { errors_ += p->readAllStandardError(); });
-    connect(p, &QProcess::finished, this, &PrepareJob::onFinished);
-    connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
-        if (e == QProcess::FailedToStart && p == process_)
-            fail(tr("cannot start %1: %2").arg(engine_, p->errorString()));
-    });
+    protocolError_.clear();
     Q_EMIT stateChanged(state_);
     Q_EMIT progressChanged(fraction_, message_);
-    p->start(engine_, arguments);
+    command_->setProgram(engine_);
+    command_->start(arguments);
 }
 
 void PrepareJob::readProgressLine(const QByteArray& line) {
-    Json j;
-    try {
-        j = Json::parse(line.toStdString());
-    } catch (const Json::exception&) {
-        return;  // not a progress line
-    }
-    if (!j.is_object()) return;
-    const std::string event = j.value("event", "");
-    if (event == "progress") {
-        const double total = j.value("bytes_total", 0.0);
-        fraction_ = total > 0 ? j.value("bytes_done", 0.0) / total : 0;
-        const double eta = j.value("eta_s", -1.0);
-        message_ = tr("%1% — %2 MB/s — %3 tokens, %4 shard(s)%5")
-                       .arg(qRound(fraction_ * 100))
-                       .arg(j.value("mb_per_s", 0.0), 0, 'f', 1)
-                       .arg(j.value("tokens", 0LL))
-                       .arg(j.value("shards", 0LL))
-                       .arg(eta >= 0 ? tr(" — about %1 s left").arg(qRound(eta)) : QString());
+    const std::string event = protocol::output_event(line.toStdString());
+    if (event.empty()) return;  // not an event line
+    QString error;
+    auto note = [this, &error] {
+        if (protocolError_.isEmpty()) protocolError_ = error;
+    };
+    if (event == protocol::PrepareProgress::kEvent) {
+        const auto p = readOutput<protocol::PrepareProgress>(line, "prepare-data progress", &error);
+        if (!p) return note();
+        fraction_ =
+            p->bytes_total > 0 ? static_cast<double>(p->bytes_done) / double(p->bytes_total) : 0;
+        message_ =
+            tr("%1% — %2 MB/s — %3 tokens, %4 shard(s)%5")
+                .arg(qRound(fraction_ * 100))
+                .arg(p->mb_per_s, 0, 'f', 1)
+                .arg(p->tokens)
+                .arg(p->shards)
+                .arg(p->eta_s >= 0 ? tr(" — about %1 s left").arg(qRound(p->eta_s)) : QString());
         Q_EMIT progressChanged(fraction_, message_);
-    } else if (event == "done") {
-        result_.folder = QString::fromStdString(j.value("folder", ""));
-        result_.tokenizer = QString::fromStdString(j.value("tokenizer", ""));
-        result_.dtype = QString::fromStdString(j.value("dtype", ""));
-        result_.tokens = j.value("tokens", 0LL);
-        result_.documents = j.value("documents", 0LL);
-        result_.shards = j.value("shards", 0LL);
-        result_.paddedVocabSize = j.value("padded_vocab_size", 0LL);
-    } else if (event == "invalid_utf8") {
+    } else if (event == protocol::PrepareDone::kEvent) {
+        const auto d = readOutput<protocol::PrepareDone>(line, "prepare-data done", &error);
+        if (!d) return note();
+        result_.folder = QString::fromStdString(d->folder);
+        result_.tokenizer = QString::fromStdString(d->tokenizer);
+        result_.dtype = QString::fromStdString(d->dtype);
+        result_.tokens = d->tokens;
+        result_.documents = d->documents;
+        result_.shards = d->shards;
+        result_.paddedVocabSize = d->padded_vocab_size;
+    } else if (event == protocol::PrepareInvalidUtf8::kEvent) {
+        const auto u =
+            readOutput<protocol::PrepareInvalidUtf8>(line, "prepare-data invalid_utf8", &error);
+        if (!u) return note();
         // One event per file: how many places, and the first.
         message_ = tr("Invalid UTF-8 in %1 at %n place(s), the first at byte %2 (replaced)", "",
-                      static_cast<int>(std::min<long long>(j.value("count", 1LL), INT_MAX)))
-                       .arg(QString::fromStdString(j.value("file", "")))
-                       .arg(j.value("offset", 0LL));
+                      static_cast<int>(std::min<long long>(u->count, INT_MAX)))
+                       .arg(QString::fromStdString(u->file))
+                       .arg(u->offset);
         Q_EMIT progressChanged(fraction_, message_);
     }
 }
@@ -184,11 +172,7 @@ void PrepareJob::fail(const QString& message) {
     Q_EMIT finished(false);
 }
 
-void PrepareJob::onFinished(int code, QProcess::ExitStatus status) {
-    QProcess* p = process_;
-    if (!p || p != sender()) return;
-    p->deleteLater();
-    const QString err = QString::fromUtf8(errors_).trimmed();
+void PrepareJob::onFinished(bool ok) {
     if (cancelled_) {
         fail(state_ == State::Preparing
                  ? tr("Cancelled. The finished shards are kept: Prepare again with the same "
@@ -196,10 +180,13 @@ void PrepareJob::onFinished(int code, QProcess::ExitStatus status) {
                  : tr("Cancelled."));
         return;
     }
-    if (status != QProcess::NormalExit || code != 0) {
+    if (!ok) {
         // The engine's last line says what was wrong.
-        const QString last = err.section(QLatin1Char('\n'), -1);
-        fail(last.isEmpty() ? tr("lathe-engine stopped with exit code %1").arg(code) : last);
+        fail(command_->error());
+        return;
+    }
+    if (!protocolError_.isEmpty()) {
+        fail(tr("the engine's answer does not fit this workbench: %1").arg(protocolError_));
         return;
     }
     if (state_ == State::Training) {

@@ -8,14 +8,14 @@
 #include "engine/config/io.h"
 
 #include <QObject>
-#include <QPointer>
-#include <QProcess>
 #include <QStringList>
 #include <QVector>
 
 #include <utility>
 
 namespace lathe::ui {
+
+class EngineCommand;
 
 struct PrepareRequest {
     QStringList inputs;  ///< text/JSONL files and folders
@@ -77,7 +77,11 @@ public:
     const PrepareResult& result() const { return result_; }
 
     /// Reads one line of `prepare-data --progress json` into the job's state (public for tests).
+    /// A line that is not an event is skipped; an event that lacks a field or has one of another
+    /// type is a protocol error (protocolError()), which fails the job when the step ends.
     void readProgressLine(const QByteArray& line);
+    /// The first event line that did not fit its message (protocol::Prepare*), naming the field.
+    QString protocolError() const { return protocolError_; }
 
 Q_SIGNALS:
     void stateChanged(State state);
@@ -86,14 +90,14 @@ Q_SIGNALS:
 
 private:
     void runStep(const QStringList& arguments, State state);
-    void onFinished(int code, QProcess::ExitStatus status);
+    void onFinished(bool ok);
     void fail(const QString& message);
 
     QString engine_;
     PrepareRequest request_;
     PrepareResult result_;
-    QPointer<QProcess> process_;
-    QByteArray pending_, errors_;
+    EngineCommand* command_ = nullptr;
+    QString protocolError_;
     State state_ = State::Idle;
     double fraction_ = 0;
     QString message_;

@@ -1,5 +1,6 @@
 #include "ui/samples/samples_panel.h"
 
+#include "ui/util/engine_command.h"
 #include "ui/util/engine_launch.h"
 
 #include <nlohmann/json.hpp>
@@ -25,7 +26,8 @@
 namespace lathe::ui {
 
 SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
-    : QWidget(parent), model_(model), engine_(findEngine()) {
+    : QWidget(parent), model_(model), command_(new EngineCommand(this)), engine_(findEngine()) {
+    connect(command_, &EngineCommand::finished, this, &SamplesPanel::onGenerated);
     setObjectName(QStringLiteral("samplesPanel"));
     auto* layout = new QVBoxLayout(this);
     auto* top = new QHBoxLayout;
@@ -134,11 +136,8 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
 }
 
 SamplesPanel::~SamplesPanel() {
-    if (process_) {
-        process_->disconnect(this);
-        process_->kill();
-        process_->waitForFinished(2000);
-    }
+    command_->disconnect(this);
+    command_->kill();  // a generation has nothing to keep; the command waits for its end
 }
 
 void SamplesPanel::rebuild() {
@@ -212,7 +211,7 @@ void SamplesPanel::updateTryIt() {
 }
 
 bool SamplesPanel::isGenerating() const {
-    return process_ && process_->state() != QProcess::NotRunning;
+    return command_->isRunning();
 }
 
 void SamplesPanel::setSampling(int maxNewTokens, double temperature, int topK, double topP) {
@@ -306,69 +305,53 @@ bool SamplesPanel::generate() {
     if (topK_->value() > 0) args << QStringLiteral("--top-k") << QString::number(topK_->value());
     if (topP_->value() < 1.0) args << QStringLiteral("--top-p") << QString::number(topP_->value());
     lastArguments_ = args;
-    auto* p = new QProcess(this);
-    process_ = p;
-    if (history) history->setParent(p);  // removed with the process
-    connect(p, &QProcess::finished, this, &SamplesPanel::onProcessFinished);
-    connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
-        if (e != QProcess::FailedToStart || p != process_) return;
-        output_->setPlainText(tr("Cannot start %1: %2").arg(engine_, p->errorString()));
-        p->deleteLater();
-        updateTryIt();
-        Q_EMIT generationFinished(false, output_->toPlainText());
-    });
+    delete history_;
+    history_ = history;
     if (chatMode()) {
         showConversation(tr("You: %1\n\nModel: …").arg(prompt));
         prompt_->clear();
     } else {
         output_->setPlainText(tr("Generating…"));
     }
-    p->start(engine_, args);
+    command_->setProgram(engine_);
+    command_->start(args);
     updateTryIt();
     return true;
 }
 
 void SamplesPanel::stopGenerating() {
     if (!isGenerating()) return;
-    process_->kill();  // our own child, by its handle
+    command_->kill();  // our own child, by its handle
 }
 
-void SamplesPanel::onProcessFinished(int code, QProcess::ExitStatus status) {
-    QProcess* p = process_;
-    if (!p) return;
-    const QByteArray out = p->readAllStandardOutput();
-    const QString err = QString::fromUtf8(p->readAllStandardError()).trimmed();
-    p->deleteLater();
-    bool ok = false;
+void SamplesPanel::onGenerated(bool ok) {
+    delete history_;
+    history_ = nullptr;
     QString text;
-    if (status != QProcess::NormalExit) {
+    if (!ok && command_->signalled()) {
         text = tr("Stopped.");
-    } else if (code != 0) {
-        const QStringList lines = err.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
-        text = tr("Generation failed: %1")
-                   .arg(lines.isEmpty() ? tr("exit %1").arg(code) : lines.last());
+    } else if (!ok) {
+        text = command_->error().startsWith(QLatin1String("cannot start"))
+                   ? command_->error()
+                   : tr("Generation failed: %1").arg(command_->error());
     } else {
-        for (const QByteArray& line : out.split('\n')) {
-            const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(),
-                                                 nullptr, false);
-            if (!j.is_object() || !j.contains("ids")) continue;
-            if (chatMode() && !pendingUser_.isEmpty()) {
-                const std::string reply = j.contains("reply") && j["reply"].is_string()
-                                              ? j["reply"].get<std::string>()
-                                              : j.value("text", std::string());
-                text = QString::fromStdString(reply).trimmed();
-            } else if (j.contains("text") && j["text"].is_string()) {
-                text = QString::fromStdString(j.value("prompt", std::string())) +
-                       QString::fromStdString(j["text"].get<std::string>());
-            } else {
-                QStringList ids;
-                for (const auto& id : j["ids"]) ids << QString::number(id.get<qint64>());
-                text = ids.join(QLatin1Char(' '));
-            }
-            ok = true;
-            break;
+        // The first line is the first generation (a summary line follows).
+        const QByteArray first = command_->output().left(command_->output().indexOf('\n'));
+        QString error;
+        const auto g = readOutput<protocol::Generation>(first, "generate", &error);
+        ok = g.has_value();
+        if (!g) {
+            text = tr("The engine's answer does not fit: %1").arg(error);
+        } else if (chatMode() && !pendingUser_.isEmpty()) {
+            text = QString::fromStdString(g->reply.value_or(g->text.value_or(""))).trimmed();
+        } else if (g->text) {
+            text =
+                QString::fromStdString(g->prompt.value_or("")) + QString::fromStdString(*g->text);
+        } else {
+            QStringList ids;
+            for (const auto id : g->ids) ids << QString::number(id);
+            text = ids.join(QLatin1Char(' '));
         }
-        if (!ok) text = tr("The engine printed no sample.");
     }
     if (chatMode() && !pendingUser_.isEmpty()) {
         if (ok) {

@@ -9,8 +9,6 @@
 
 #include "ui/samples/samples_model.h"
 
-#include <QPointer>
-#include <QProcess>
 #include <QWidget>
 
 class QCheckBox;
@@ -21,9 +19,12 @@ class QPlainTextEdit;
 class QPushButton;
 class QSlider;
 class QSpinBox;
+class QTemporaryFile;
 class QTextBrowser;
 
 namespace lathe::ui {
+
+class EngineCommand;
 
 class SamplesPanel : public QWidget {
     Q_OBJECT
@@ -70,7 +71,7 @@ Q_SIGNALS:
 private:
     void rebuild();
     void onStepAdded();
-    void onProcessFinished(int code, QProcess::ExitStatus status);
+    void onGenerated(bool ok);
     void updateTryIt();
 
     SamplesModel* model_;
@@ -89,7 +90,8 @@ private:
     QPushButton* stop_;
     QLabel* sourceLabel_;
     QPlainTextEdit* output_;
-    QPointer<QProcess> process_;
+    EngineCommand* command_;
+    QTemporaryFile* history_ = nullptr;  ///< the conversation the running generation reads
     QVector<std::pair<QString, QString>> conversation_;
     QString pendingUser_;  ///< the user's turn being answered
     QStringList lastArguments_;

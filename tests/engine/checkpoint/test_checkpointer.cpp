@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // A component with two tensors and a JSON state.
-struct Toy : checkpoint::Stateful {
+struct Toy : stateful::Stateful {
     torch::Tensor weight = torch::arange(12, torch::kFloat32).reshape({3, 4});
     torch::Tensor moment = torch::full({5}, 0.5, torch::kFloat64);
     nlohmann::json json = {{"step", 7}, {"name", "toy"}};
@@ -44,7 +44,7 @@ struct Toy : checkpoint::Stateful {
 };
 
 // Local storage that records every call and can fail one kind of call.
-class RecordingStorage : public checkpoint::LocalStorage {
+class RecordingStorage : public remote::LocalStorage {
 public:
     std::vector<std::string>* log;
     std::string fail_on;  // "rename", "make_dirs" ...
@@ -303,11 +303,12 @@ private Q_SLOTS:
         toy.json["global_step"] = 70;
         make()->save(path("step70"), toy, false, false);
         auto plain = checkpoint::inspect_checkpoint(path("step70"));
-        QCOMPARE(plain["verified"].get<bool>(), false);
-        QVERIFY(plain["verification"].get<std::string>().find("not verified") == 0);
+        QCOMPARE(plain.verified, false);
+        QVERIFY(plain.verification.value_or("").find("not verified") == 0);
+        QCOMPARE(plain.global_step, std::optional<int64_t>(70));
         auto good = checkpoint::inspect_checkpoint(path("step70"), /*verify=*/true);
-        QCOMPARE(good["verified"].get<bool>(), true);
-        QVERIFY(!good.contains("problems"));
+        QCOMPARE(good.verified, true);
+        QVERIFY(!good.problems);
         // One flipped byte in optim.moment's data (the last tensor): complete, but not verified.
         {
             std::fstream f(path("step70/model_and_optim/rank0.lathe"),
@@ -320,9 +321,11 @@ private Q_SLOTS:
             f.write(&c, 1);
         }
         auto bad = checkpoint::inspect_checkpoint(path("step70"), true);
-        QCOMPARE(bad["complete"].get<bool>(), true);
-        QCOMPARE(bad["verified"].get<bool>(), false);
-        const std::string problems = bad["problems"].dump();
+        QCOMPARE(bad.complete, true);
+        QCOMPARE(bad.verified, false);
+        QVERIFY(bad.problems);
+        std::string problems;
+        for (const auto& p : *bad.problems) problems += p + "\n";
         QVERIFY2(problems.find("rank0.lathe") != std::string::npos &&
                      problems.find("optim.moment") != std::string::npos,
                  problems.c_str());

@@ -4,8 +4,8 @@
 // read_manifest's checks. (Parity with Python tokenizers, interrupt and resume, and OLMo-core
 // reading the files: tests/peer/check_data.py.)
 #include "engine/prepare/documents.h"
-#include "engine/prepare/manifest.h"
 #include "engine/prepare/prepare.h"
+#include "engine/token_files/manifest.h"
 #include "engine/tokenizer/tokenizer.h"
 
 #include "tests/engine/tokenizer/tiny_tokenizer.h"
@@ -23,6 +23,10 @@
 
 using namespace lathe::prepare;
 using lathe::testing::error_of;
+using lathe::token_files::has_manifest;
+using lathe::token_files::Manifest;
+using lathe::token_files::manifest_json;
+using lathe::token_files::read_manifest;
 
 namespace {
 
@@ -159,7 +163,7 @@ private Q_SLOTS:
         o.on_problem = [&](const Utf8Problem& p) { prepared.push_back(p); };
         const auto m = prepare_data(o);
         QCOMPARE(prepared.size(), std::size_t{3});
-        QCOMPARE(m["invalid_utf8"]["count"].get<uint64_t>(), uint64_t{5003});
+        QCOMPARE(m.invalid_utf8.count, int64_t{5003});
     }
 
     // Issue 34: an empty JSONL document counted for its source in manifest.json but not in the
@@ -175,14 +179,14 @@ private Q_SLOTS:
         o.out = path("counts-out");
         o.shard_bytes = 8;
         const auto m = prepare_data(o);
-        QCOMPARE(m["documents"].get<int64_t>(), int64_t{3});
+        QCOMPARE(m.documents, int64_t{3});
         int64_t in_sources = 0, in_shards = 0;
-        for (const auto& s : m["sources"]) in_sources += s["documents"].get<int64_t>();
-        for (const auto& s : m["shards"]) in_shards += s["documents"].get<int64_t>();
+        for (const auto& s : m.sources) in_sources += s.documents;
+        for (const auto& s : m.shards) in_shards += s.documents;
         QCOMPARE(in_sources, int64_t{3});
         QCOMPARE(in_shards, int64_t{3});
-        QCOMPARE(m["sources"][0]["documents"].get<int64_t>(), int64_t{2});
-        QCOMPARE(m["sources"][1]["documents"].get<int64_t>(), int64_t{0});
+        QCOMPARE(m.sources[0].documents, int64_t{2});
+        QCOMPARE(m.sources[1].documents, int64_t{0});
     }
 
     void badInputsAreNamed() {
@@ -223,28 +227,29 @@ private Q_SLOTS:
         // Documents: [97 259 260] [256 32 256 260] [97 259 97 259 260] [259 260]; a document
         // never crosses a shard, and a shard closes before it would pass 8 bytes (one longer
         // document has a shard of its own).
-        QCOMPARE(m["shards"].size(), std::size_t{4});
+        QCOMPARE(m.shards.size(), std::size_t{4});
         QCOMPARE(read_u16(path("p-out/part-00000.npy")), (std::vector<uint16_t>{97, 259, 260}));
         QCOMPARE(read_u16(path("p-out/part-00001.npy")),
                  (std::vector<uint16_t>{256, 32, 256, 260}));
         QCOMPARE(read_u16(path("p-out/part-00002.npy")),
                  (std::vector<uint16_t>{97, 259, 97, 259, 260}));
         QCOMPARE(read_u16(path("p-out/part-00003.npy")), (std::vector<uint16_t>{259, 260}));
-        QCOMPARE(m["tokens"].get<int64_t>(), int64_t{14});
-        QCOMPARE(m["documents"].get<int64_t>(), int64_t{4});
-        QCOMPARE(m["dtype"].get<std::string>(), std::string("uint16"));
-        QCOMPARE(m["tokenizer"]["padded_vocab_size"].get<int64_t>(), int64_t{384});
+        QCOMPARE(m.tokens, int64_t{14});
+        QCOMPARE(m.documents, int64_t{4});
+        QCOMPARE(m.dtype, std::string("uint16"));
+        QCOMPARE(m.tokenizer.padded_vocab_size, int64_t{384});
         QCOMPARE(slurp(path("p-out/tokenizer.json")), slurp(tok));
         QVERIFY(!std::filesystem::exists(path("p-out/.prepare-state.json")));
 
         const Manifest read = read_manifest(path("p-out"));
-        QCOMPARE(read.tokens(), int64_t{14});
-        QCOMPARE(read.tokenizer_id, lathe::tokenizer::tokenizer_file_id(tok));
+        QCOMPARE(read.tokens, int64_t{14});
+        QCOMPARE(manifest_json(read), manifest_json(m));
+        QCOMPARE(read.tokenizer.id, lathe::tokenizer::tokenizer_file_id(tok));
         QVERIFY(has_manifest(path("p-out")));
         QVERIFY(has_manifest(path("p-out/manifest.json")));
 
         // Run again: the same settings are done already; other settings are refused.
-        QCOMPARE(prepare_data(o), m);
+        QCOMPARE(manifest_json(prepare_data(o)), manifest_json(m));
         o.shard_bytes = 16;
         QVERIFY(error_of([&] { prepare_data(o); }).find("other settings (shard_bytes)") !=
                 std::string::npos);
@@ -255,7 +260,7 @@ private Q_SLOTS:
         const auto m32 = prepare_data(o);
         QCOMPARE(slurp(path("p-out32/part-00000.npy")).size(), std::size_t{12});
         QCOMPARE(read_manifest(path("p-out32")).element_size(), 4);
-        QCOMPARE(m32["tokens"], m["tokens"]);
+        QCOMPARE(m32.tokens, m.tokens);
     }
 
     // `prepare-data . --out ./tokens`: the output folder's own files are never input, so a
@@ -268,8 +273,8 @@ private Q_SLOTS:
         o.tokenizer = tok;
         o.out = path("self/tokens");
         const auto m = prepare_data(o);
-        QCOMPARE(m["sources"].size(), std::size_t{1});
-        QCOMPARE(prepare_data(o), m);
+        QCOMPARE(m.sources.size(), std::size_t{1});
+        QCOMPARE(manifest_json(prepare_data(o)), manifest_json(m));
     }
 
     void refusals() {

@@ -1,6 +1,7 @@
 // The Data page against the real lathe-engine: PrepareJob's arguments and progress lines, then a
 // small folder of text prepared from the dialog (a SentencePiece tokenizer trained on it first),
 // Cancel keeping the finished shards, and the main window training on the result.
+#include "engine/protocol/cli_output.h"
 #include "tests/engine_runner.h"
 #include "ui/config/config_editor.h"
 #include "ui/control/run_toolbar.h"
@@ -151,18 +152,43 @@ private Q_SLOTS:
         r.chat = false;
         r.trainVocabSize = 500;
 
+        // The lines as the engine writes them (engine/protocol/cli_output.h).
         PrepareJob job;
-        job.readProgressLine(
-            R"({"event":"progress","bytes_done":50,"bytes_total":200,"tokens":1234,"shards":2,"mb_per_s":3.5,"eta_s":4})");
+        namespace proto = lathe::protocol;
+        proto::PrepareProgress progress;
+        progress.bytes_done = 50;
+        progress.bytes_total = 200;
+        progress.tokens = 1234;
+        progress.shards = 2;
+        progress.mb_per_s = 3.5;
+        progress.eta_s = 4;
+        job.readProgressLine(QByteArray::fromStdString(proto::write_output(progress)));
         QCOMPARE(job.fraction(), 0.25);
         QVERIFY(job.message().contains(QStringLiteral("1234 tokens")));
         job.readProgressLine("not json");  // ignored
-        job.readProgressLine(
-            R"({"event":"done","folder":"/d","tokenizer":"/d/tokenizer.model","dtype":"uint16","tokens":9,"documents":3,"shards":1,"padded_vocab_size":512})");
+        proto::PrepareDone done;
+        done.folder = "/d";
+        done.tokenizer = "/d/tokenizer.model";
+        done.dtype = "uint16";
+        done.tokens = 9;
+        done.documents = 3;
+        done.shards = 1;
+        done.padded_vocab_size = 512;
+        job.readProgressLine(QByteArray::fromStdString(proto::write_output(done)));
+        QVERIFY2(job.protocolError().isEmpty(), qPrintable(job.protocolError()));
         const auto changes = job.result().configChanges();
         QCOMPARE(changes.size(), 5);
         QCOMPARE(changes[1].second, lathe::config::Json::array({"/d"}));
         QCOMPARE(changes[4].second, lathe::config::Json(512));
+
+        // A renamed or retyped field is an error naming it, not a silent 0.
+        PrepareJob renamed;
+        auto line = proto::write_output(done);
+        line.replace(line.find("\"tokens\""), 8, "\"n_tokens\"");
+        renamed.readProgressLine(QByteArray::fromStdString(line));
+        QVERIFY2(renamed.protocolError().contains(QStringLiteral("tokens: missing")),
+                 qPrintable(renamed.protocolError()));
+        QVERIFY(renamed.result().folder.isEmpty());
     }
 
     // From the window: prepare with a tokenizer trained on the text, then train on it.

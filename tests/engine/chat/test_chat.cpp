@@ -1,0 +1,121 @@
+// engine/chat in-process: a chat template rendered with and without the generation prompt and the
+// special tokens as variables, its errors naming where they come from, a conversation's checks,
+// and its label mask (the assistant's content and end tokens trained, its header and every other
+// turn not). Parity with transformers on real released templates: tests/peer/check_chat.py.
+#include "engine/chat/conversation.h"
+#include "engine/chat/template.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/util/error.h"
+#include "tests/engine/tokenizer/tiny_tokenizer.h"
+#include "tests/error_of.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+
+using namespace lathe;
+using lathe::testing::error_of;
+using Messages = nlohmann::ordered_json;
+
+namespace {
+
+// A ChatML-like template over the tiny tokenizer's special tokens (<s> 261, <eos> 260).
+const char* kTemplate =
+    "{% for m in messages %}{{ bos_token }}{{ m.role }}\n{{ m.content }}{{ eos_token }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ bos_token }}assistant\n{% endif %}";
+
+chat::ChatTemplate tiny_template() {
+    return chat::ChatTemplate(kTemplate, "tiny/tokenizer_config.json",
+                              {{"bos_token", "<s>"}, {"eos_token", "<eos>"}});
+}
+
+Messages turn(const char* role, const char* content) {
+    return Messages{{"role", role}, {"content", content}};
+}
+
+}  // namespace
+
+class TestChat : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    std::unique_ptr<tokenizer::Tokenizer> tok_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        const std::string path = dir_.path().toStdString() + "/tokenizer.json";
+        std::ofstream(path) << lathe::testing::tiny_tokenizer_json();
+        tok_ = tokenizer::load_tokenizer(path);
+    }
+
+    void rendersWithTheSpecialTokens() {
+        const auto t = tiny_template();
+        const Messages m = Messages::array({turn("user", "ab"), turn("assistant", "bc")});
+        QCOMPARE(t.render(m, false), std::string("<s>user\nab<eos><s>assistant\nbc<eos>"));
+        const Messages prompt = Messages::array({turn("user", "ab")});
+        QCOMPARE(t.render(prompt, true), std::string("<s>user\nab<eos><s>assistant\n"));
+        // The id names the template and its special tokens: another eos_token, another id.
+        const chat::ChatTemplate other(kTemplate, "x",
+                                       {{"bos_token", "<s>"}, {"eos_token", "</s>"}});
+        QVERIFY(other.id() != t.id());
+        QCOMPARE(tiny_template().id(), t.id());
+    }
+
+    void errorsNameTheTemplate() {
+        const std::string syntax =
+            error_of([] { chat::ChatTemplate("{% for m in messages %}", "bad.jinja", {}); });
+        QVERIFY2(syntax.find("bad.jinja") != std::string::npos, syntax.c_str());
+        const chat::ChatTemplate raising("{{ raise_exception('only user turns') }}", "raise.jinja",
+                                         {});
+        const std::string raised =
+            error_of([&] { raising.render(Messages::array({turn("user", "a")}), false); });
+        QVERIFY2(raised.find("raise.jinja") != std::string::npos &&
+                     raised.find("only user turns") != std::string::npos,
+                 raised.c_str());
+    }
+
+    void conversationsAreChecked() {
+        QVERIFY(chat::known_role("assistant") && chat::known_role("tool"));
+        QVERIFY(!chat::known_role("narrator"));
+        const std::string role = error_of([] {
+            chat::check_conversation(Messages::array({turn("narrator", "x")}), "d.jsonl:3");
+        });
+        QVERIFY2(role.rfind("d.jsonl:3: message 1", 0) == 0, role.c_str());
+        const std::string none = error_of(
+            [] { chat::check_conversation(Messages::array({turn("user", "x")}), "d.jsonl:4"); });
+        QVERIFY2(none.find("no assistant turn") != std::string::npos, none.c_str());
+        // A prompt needs no assistant turn.
+        chat::check_conversation(Messages::array({turn("user", "x")}), "prompt", false);
+        const std::string empty =
+            error_of([] { chat::check_conversation(Messages::array(), "d.jsonl:5"); });
+        QVERIFY2(empty.rfind("d.jsonl:5:", 0) == 0, empty.c_str());
+    }
+
+    void masksTrainTheAssistantsTurns() {
+        const auto t = tiny_template();
+        const Messages m = Messages::array({turn("user", "ab"), turn("assistant", "bc"),
+                                            turn("user", "abc"), turn("assistant", "ab")});
+        const auto e = chat::encode_conversation(t, *tok_, m, chat::TrainOn::assistant, "c:1");
+        QCOMPARE(e.text, t.render(m, false));
+        QCOMPARE(e.ids, tok_->encode(e.text));
+        QCOMPARE(e.mask.size(), e.ids.size());
+        // The trained tokens, in order, are exactly each assistant turn's content and end token.
+        std::vector<int64_t> trained;
+        for (std::size_t i = 0; i < e.ids.size(); ++i)
+            if (e.mask[i]) trained.push_back(e.ids[i]);
+        std::vector<int64_t> want = tok_->encode("bc<eos>");
+        const auto second = tok_->encode("ab<eos>");
+        want.insert(want.end(), second.begin(), second.end());
+        QCOMPARE(trained, want);
+        QCOMPARE(tok_->decode(trained), std::string("bc<eos>ab<eos>"));
+        // Everything, prompts included, with TrainOn::all.
+        const auto all = chat::encode_conversation(t, *tok_, m, chat::TrainOn::all, "c:1");
+        QCOMPARE(all.ids, e.ids);
+        QVERIFY(std::all_of(all.mask.begin(), all.mask.end(), [](uint8_t v) { return v == 1; }));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestChat)
+#include "test_chat.moc"
