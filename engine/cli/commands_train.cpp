@@ -4,6 +4,7 @@
 #include "engine/cli/run.h"
 #include "engine/config/io.h"
 #include "engine/hf/finetune.h"
+#include "engine/protocol/bench_output.h"
 #include "engine/protocol/cli_output.h"
 #include "engine/run_folder/checkpoint_names.h"
 #include "engine/run_folder/layout.h"
@@ -70,61 +71,60 @@ struct BenchRun {
     bool with_callbacks = false;
 };
 
-nlohmann::json bench_report(const config::ExperimentConfig& cfg, const BenchRun& run,
-                            const train::BenchResults& r) {
+protocol::BenchReport bench_report(const config::ExperimentConfig& cfg, const BenchRun& run,
+                                   const train::BenchResults& r) {
     const double secs = std::chrono::duration<double>(r.t1 - r.t0).count();
     double tps = static_cast<double>(run.steps * run.tokens_per_step) / secs;  // all ranks together
     double achieved = tps / static_cast<double>(run.world) * run.flops_per_token;  // per device
-    nlohmann::json out = {
-        {"config", cfg.run_name},
-        {"steps", run.steps},
-        {"world_size", run.world},
-        {"step_time_s", secs / static_cast<double>(run.steps)},
-        {"tokens_per_s", tps},
-        {"flops_per_token", run.flops_per_token},
-        {"achieved_gflops", achieved / 1e9},
-        {"peak_gflops", run.peak / 1e9},
-        // A fraction; above 1 the peak was measured low.
-        {"mfu", std::min(1.0, achieved / run.peak)},
-        {"threads", torch::get_num_threads()},
-        {"dtype", train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32"},
-        {"callbacks", run.with_callbacks}};
+    protocol::BenchReport out;
+    out.config = cfg.run_name;
+    out.steps = run.steps;
+    out.world_size = run.world;
+    out.step_time_s = secs / static_cast<double>(run.steps);
+    out.tokens_per_s = tps;
+    out.flops_per_token = run.flops_per_token;
+    out.achieved_gflops = achieved / 1e9;
+    out.peak_gflops = run.peak / 1e9;
+    out.mfu = std::min(1.0, achieved / run.peak);  // above 1 the peak was measured low
+    out.threads = torch::get_num_threads();
+    out.dtype = train::compute_dtype(cfg) == torch::kBFloat16 ? "bfloat16" : "float32";
+    out.callbacks = run.with_callbacks;
     if (!r.peaks.empty()) {
         // The peak of each rank, in GiB: the process's RSS (ru_maxrss, everything: LibTorch,
         // model, gradients, optimizer state, activations), and on a GPU the allocator's peak.
-        nlohmann::json ranks = nlohmann::json::array();
+        protocol::BenchMemory memory;
+        memory.ac_mode = config::enum_to_string(cfg.train_module.ac_config.mode);
+        memory.dp = run.world > cfg.train_module.tp_config.degree
+                        ? config::enum_to_string(cfg.train_module.dp_config.name)
+                        : "none";
+        memory.tp = cfg.train_module.tp_config.degree;
         for (const auto& [rss, cuda] : r.peaks) {
-            nlohmann::json rank = {{"peak_rss_gib", rss / (1 << 30)}};
-            if (cuda > 0) rank["peak_cuda_gib"] = cuda / (1 << 30);
-            ranks.push_back(rank);
+            protocol::BenchRankMemory rank;
+            rank.peak_rss_gib = static_cast<double>(rss) / (1 << 30);
+            if (cuda > 0) rank.peak_cuda_gib = static_cast<double>(cuda) / (1 << 30);
+            memory.ranks.push_back(rank);
         }
-        out["memory"] = {{"ac_mode", config::enum_to_string(cfg.train_module.ac_config.mode)},
-                         {"dp", run.world > cfg.train_module.tp_config.degree
-                                    ? config::enum_to_string(cfg.train_module.dp_config.name)
-                                    : "none"},
-                         {"tp", cfg.train_module.tp_config.degree},
-                         {"ranks", ranks}};
+        out.memory = std::move(memory);
     }
     if (r.saves > 0) {
-        out["checkpoint_mode"] = timer_async_name(cfg);
-        out["checkpoints"] = r.saves;
-        out["checkpoint_blocking_s"] = r.blocked_s / static_cast<double>(r.saves);
+        out.checkpoint_mode = timer_async_name(cfg);
+        out.checkpoints = r.saves;
+        out.checkpoint_blocking_s = r.blocked_s / static_cast<double>(r.saves);
     }
     if (!r.profile_ns.empty()) {
         // Where the timed steps' time went (op_kinds.h); each kind's share and ms per step.
         int64_t total = 0;
         for (auto ns : r.profile_ns) total += ns;
-        nlohmann::json kinds = nlohmann::json::object();
+        protocol::BenchProfile profile;
         for (int k = 0; k < train::kOpKinds; ++k) {
             const auto ns = static_cast<double>(r.profile_ns[static_cast<std::size_t>(k)]);
-            kinds[train::op_kind_name(static_cast<train::OpKind>(k))] = {
+            profile.kinds[train::op_kind_name(static_cast<train::OpKind>(k))] = {
                 {"share", total > 0 ? ns / static_cast<double>(total) : 0.0},
                 {"ms_per_step", ns / 1e6 / static_cast<double>(run.steps)}};
         }
-        out["profile"] = {
-            {"time", r.profile_cuda ? "GPU kernels" : "CPU operators' self time"},
-            {"ms_per_step", static_cast<double>(total) / 1e6 / static_cast<double>(run.steps)},
-            {"kinds", kinds}};
+        profile.time = r.profile_cuda ? "GPU kernels" : "CPU operators' self time";
+        profile.ms_per_step = static_cast<double>(total) / 1e6 / static_cast<double>(run.steps);
+        out.profile = std::move(profile);
     }
     const auto& sink_stats = r.sink_stats;
     if (sink_stats && sink_stats->records > 0) {
@@ -133,11 +133,12 @@ nlohmann::json bench_report(const config::ExperimentConfig& cfg, const BenchRun&
         // when every core is busy training; with a spare core it costs the step nothing.
         const double per_step = (sink_stats->writer_cpu_s + sink_stats->submit_cpu_s) /
                                 static_cast<double>(sink_stats->records);
-        out["metric_files"] = {
-            {"records", sink_stats->records},
-            {"cpu_ms_per_step", 1e3 * per_step},
-            {"cpu_share", per_step / (secs / static_cast<double>(run.steps) *
-                                      static_cast<double>(torch::get_num_threads()))}};
+        protocol::BenchMetricFiles files;
+        files.records = static_cast<int64_t>(sink_stats->records);
+        files.cpu_ms_per_step = 1e3 * per_step;
+        files.cpu_share = per_step / (secs / static_cast<double>(run.steps) *
+                                      static_cast<double>(torch::get_num_threads()));
+        out.metric_files = files;
     }
     return out;
 }
@@ -250,7 +251,7 @@ int cmd_bench(const Args& args) {
     run.flops_per_token = flops_per_token;
     run.peak = peak;
     run.with_callbacks = with_callbacks;
-    std::cout << bench_report(cfg, run, *results).dump() << std::endl;
+    std::cout << protocol::write_output(bench_report(cfg, run, *results)) << std::endl;
     return kExitOk;
 }
 

@@ -66,7 +66,7 @@ class TestRestore : public QObject {
 
     // A new run folder holding complete checkpoints at `steps`.
     std::string run_with(const std::vector<int>& steps) {
-        const std::string dir = tmp_.path().toStdString() + "/run" + std::to_string(folders_++);
+        std::string dir = tmp_.path().toStdString() + "/run" + std::to_string(folders_++);
         fs::create_directories(dir);
         Toy toy;
         for (int s : steps) ck_->save(dir + "/step" + std::to_string(s), toy, false, false);

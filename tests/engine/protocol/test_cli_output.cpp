@@ -4,6 +4,7 @@
 // that field and one with the field's value replaced by a value of another JSON type must be
 // refused by read_output() with an error that names the field (an optional field may be absent,
 // never mistyped). A field renamed on one side only is exactly such a missing field.
+#include "engine/protocol/bench_output.h"
 #include "engine/protocol/cli_output.h"
 
 #include <QtTest>
@@ -89,8 +90,9 @@ void check_message(const M& filled, const char* what) {
             refused = true;
             error = e.what();
         }
-        // A raw JSON value (a checkpoint's metadata) takes any type; nothing else does.
-        if (name == "metadata") continue;
+        // A raw JSON value (a checkpoint's metadata, bench's kinds) takes any type; nothing
+        // else does.
+        if (name == "metadata" || name == "kinds") continue;
         QVERIFY2(refused && error.find(name) != std::string::npos,
                  qPrintable(QStringLiteral("%1 with %2 of another type: %3")
                                 .arg(what, QString::fromStdString(name),
@@ -206,6 +208,30 @@ private Q_SLOTS:
         row.tags = std::vector<std::string>{"baseline"};
         row.notes = "first";
         check_message(row, "runs --json");
+    }
+
+    void bench() {
+        proto::BenchReport b;
+        b.config = "olmo2_14M";
+        b.steps = 4;
+        b.world_size = 2;
+        b.step_time_s = 0.5;
+        b.tokens_per_s = 8192;
+        b.flops_per_token = 1e8;
+        b.achieved_gflops = 400;
+        b.peak_gflops = 1000;
+        b.mfu = 0.4;
+        b.threads = 1;
+        b.dtype = "float32";
+        b.callbacks = false;
+        b.memory = proto::BenchMemory{"full", "fsdp", 1, {{1.5, 2.5}}};
+        b.checkpoint_mode = "asynchronous";
+        b.checkpoints = 2;
+        b.checkpoint_blocking_s = 0.03;
+        b.profile = proto::BenchProfile{"CPU operators' self time", 12.5,
+                                        OJson{{"GEMM", {{"share", 0.5}, {"ms_per_step", 6.25}}}}};
+        b.metric_files = proto::BenchMetricFiles{80, 0.2, 0.01};
+        check_message(b, "bench");
     }
 
     // Invalid UTF-8 in generated text is replaced, not a failure to print the line.
