@@ -341,17 +341,25 @@ void set_cpu_threads(const WorldInfo& w, const EnvironmentOptions& opts) {
     torch::set_num_threads(static_cast<int>(threads));
 }
 
-// The TCP store every rank meets at (rank 0 serves it).
+// The TCP store every rank meets at. Rank 0 serves it, unless torchrun's agent already does
+// (TORCHELASTIC_USE_AGENT_STORE, torchrun's default): then every rank is a client of the agent's
+// store at MASTER_ADDR:MASTER_PORT, under the prefix of this restart (TORCHELASTIC_RESTART_COUNT),
+// as torch.distributed's own c10d store does, so a restarted group never reads the keys of the
+// one before it.
 c10::intrusive_ptr<c10d::Store> rendezvous(const WorldInfo& w, const EnvironmentOptions& opts) {
+    const bool agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(w.master_port);
-    so.isServer = w.rank == 0;
+    so.isServer = w.rank == 0 && !agent_store;
     so.numWorkers = w.world_size;
     so.timeout = opts.timeout;
     so.waitWorkers = true;
     if (so.isServer) so.masterListenFd = listen_on_master_addr(w.master_addr, w.master_port);
     try {
-        return c10::make_intrusive<c10d::TCPStore>(w.master_addr, so);
+        auto store = c10::make_intrusive<c10d::TCPStore>(w.master_addr, so);
+        if (!agent_store) return store;
+        const std::string attempt = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+        return c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + attempt, store);
     } catch (const std::exception& ex) {
         throw Error(
             "rendezvous at " + w.master_addr + ":" + std::to_string(w.master_port) + " failed", ex);

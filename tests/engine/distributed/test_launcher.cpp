@@ -3,6 +3,7 @@
 #include "tests/engine_runner.h"
 
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QRegularExpression>
 #include <QTcpServer>
@@ -417,6 +418,64 @@ private Q_SLOTS:
                                   "an s3:// folder"),
                      qPrintable(out));
         QVERIFY(!QFile::exists(folder("fslocal") + "/metrics.jsonl"));
+    }
+
+    // The setup's own torchrun (torch elastic) starting two ranks (issue 46 item 1), with a static
+    // and a c10d rendezvous: torchrun's agent hosts the store and the ranks join it as clients.
+    // The losses equal launch --nproc 2's bit for bit.
+    void underRealTorchrun_data() {
+        QTest::addColumn<QString>("rdzv");
+        QTest::newRow("static") << "static";
+        QTest::newRow("c10d") << "c10d";
+    }
+    void underRealTorchrun() {
+        const QString torchrun = qEnvironmentVariable("LATHE_TORCHRUN");
+        if (torchrun.isEmpty() || !QFileInfo(torchrun).isExecutable())
+            QSKIP("no torchrun: LATHE_TORCHRUN names the test environment's (setup.sh test)");
+        QFETCH(QString, rdzv);
+        const QStringList steps{"trainer.max_duration=8steps"};
+        if (!QFileInfo::exists(folder("trlaunch") + "/metrics.jsonl")) {
+            auto ref = run_engine(
+                QStringList{"launch", "--nproc", "2"} + common("trlaunch") + steps, dir_.path());
+            QVERIFY2(ref.exit_code == 0, qPrintable(ref.output));
+        }
+        const QString port = free_port();
+        QStringList args{"--no-python", "--nproc-per-node", "2", "--max-restarts", "0"};
+        if (rdzv == "static")
+            args << "--rdzv-backend"
+                 << "static"
+                 << "--master-addr"
+                 << "127.0.0.1"
+                 << "--master-port" << port;
+        else
+            args << "--rdzv-backend"
+                 << "c10d"
+                 << "--rdzv-endpoint"
+                 << "127.0.0.1:" + port;
+        args << engine_path() << "train" << common("tr" + rdzv) << steps;
+        QProcess p;
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert("LATHE_RUNS_DIR", dir_.path());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(torchrun, args);
+        QVERIFY(p.waitForFinished(300000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(out));
+        QVERIFY2(
+            out.contains("(torchrun variables)") ||
+                read_text(folder("tr" + rdzv) + "/logs/rank0.log").contains("torchrun variables"),
+            qPrintable(out));
+        const auto want = losses(read_metrics(folder("trlaunch") + "/metrics.jsonl"));
+        const auto got = losses(read_metrics(folder("tr" + rdzv) + "/metrics.jsonl"));
+        QCOMPARE(want.size(), 8);
+        QCOMPARE(got.keys(), want.keys());
+        for (auto it = want.begin(); it != want.end(); ++it)
+            QVERIFY2(got[it.key()] == it.value(),
+                     qPrintable(QString("step %1: %2 under torchrun, %3 under launch")
+                                    .arg(it.key())
+                                    .arg(got[it.key()], 0, 'g', 17)
+                                    .arg(it.value(), 0, 'g', 17)));
     }
 
     void workerUnderTorchrunVariables() {
