@@ -31,7 +31,7 @@ PKGS=(build-essential cmake ninja-build ccache git pkg-config python3 python3-ve
       qt6-base-dev qt6-base-dev-tools libqcustomplot-dev libgl-dev
       libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev libgloo-dev libpcre2-dev
       libsentencepiece-dev libutf8proc-dev zlib1g-dev libzstd-dev zstd libcurl4-openssl-dev
-      xvfb xauth desktop-file-utils appstream dpkg-dev file clang-format clang-tidy)
+      xvfb xauth xdotool desktop-file-utils appstream dpkg-dev file clang-format clang-tidy)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -52,7 +52,7 @@ bool train_on_all(const std::string& v) {
 }
 
 std::atomic<bool> g_cancel{false};
-void on_stop_signal(int) {
+void on_stop_signal(int, SignalSender) {
     g_cancel.store(true);
 }
 

@@ -47,9 +47,19 @@ bool layout_runs(const config::ExperimentConfig& cfg, int64_t world, int64_t nod
 
 namespace {
 
-volatile sig_atomic_t g_forward_signal = 0;
-extern "C" void launcher_on_signal(int sig) {
-    g_forward_signal = sig;
+volatile sig_atomic_t g_first_signal = 0;    // the first SIGINT/SIGTERM: a graceful stop
+volatile sig_atomic_t g_forward_signal = 0;  // ... still to be passed on to the ranks
+volatile sig_atomic_t g_stop_now = 0;        // a second one, not from our parent: stop at once
+
+// The ranks see the launcher as their parent, so they never take what it forwards as "stop now"
+// (engine/util/stop_signals.h): the launcher decides that, and kills them.
+void launcher_on_signal(int sig, SignalSender sender) {
+    if (g_first_signal == 0) {
+        g_first_signal = sig;
+        g_forward_signal = sig;
+    } else if (sender == SignalSender::other) {
+        g_stop_now = sig;
+    }
 }
 
 struct Child {
@@ -227,15 +237,17 @@ struct JobFailure {
 
 // Collects the ranks that exited; on the first failure starts stopping the rest. `stopping`: a
 // SIGINT/SIGTERM was forwarded, so a rank that ends with exit code 130 stopped as asked.
-void reap_ranks(std::vector<Child>& children, JobFailure& failure, bool stopping) {
+void reap_ranks(std::vector<Child>& children, JobFailure& failure, bool stopping,
+                bool stopped_now) {
     for (auto& c : children) {
         if (c.exited) continue;
         int st = 0;
         if (::waitpid(c.pid, &st, WNOHANG) != c.pid) continue;
         c.exited = true;
         c.status = st;
-        const bool ok = WIFEXITED(st) &&
-                        (WEXITSTATUS(st) == 0 || (stopping && WEXITSTATUS(st) == kExitInterrupted));
+        const bool ok = (WIFEXITED(st) && (WEXITSTATUS(st) == 0 ||
+                                           (stopping && WEXITSTATUS(st) == kExitInterrupted))) ||
+                        (stopped_now && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
         if (ok || failure.rank >= 0) continue;
         failure.rank = c.rank;
         failure.status = st;
@@ -296,6 +308,7 @@ int run_launcher(const LaunchOptions& o) {
     }
     self[len] = '\0';
 
+    g_first_signal = g_forward_signal = g_stop_now = 0;
     StopSignalHandler forward(launcher_on_signal);  // SIGINT/SIGTERM go on to the ranks
     std::vector<Child> children;
     for (int local = 0; local < o.nproc; ++local) {
@@ -307,7 +320,8 @@ int run_launcher(const LaunchOptions& o) {
         children.push_back(std::move(*child));
     }
     JobFailure failure;
-    int forwarded = 0;  // the first SIGINT/SIGTERM passed on to the ranks
+    int forwarded = 0;         // the first SIGINT/SIGTERM passed on to the ranks
+    bool stopped_now = false;  // a second one killed them
     auto running = [&] {
         return std::any_of(children.begin(), children.end(),
                            [](const Child& c) { return !c.exited || c.fd >= 0; });
@@ -316,11 +330,17 @@ int run_launcher(const LaunchOptions& o) {
         if (g_forward_signal) {
             const int sig = g_forward_signal;
             g_forward_signal = 0;
-            if (forwarded == 0) forwarded = sig;
+            forwarded = sig;
             signal_all(children, sig);
         }
+        if (g_stop_now != 0 && !stopped_now) {
+            stopped_now = true;
+            std::cerr << "lathe-engine launch: a second " << signal_name(g_stop_now)
+                      << ": stopping the ranks now (SIGKILL), without a final checkpoint\n";
+            signal_all(children, SIGKILL);
+        }
         pump_output(children);
-        reap_ranks(children, failure, forwarded != 0);
+        reap_ranks(children, failure, forwarded != 0, stopped_now);
     }
     if (failure.rank < 0 && forwarded != 0) {
         std::cerr << "lathe-engine launch: stopped by " << signal_name(forwarded) << stop_summary(o)

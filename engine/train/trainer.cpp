@@ -41,10 +41,12 @@ namespace {
 std::atomic<ControlFlags*> g_signal_target{nullptr};
 std::atomic<int> g_signal_number{0};
 
-extern "C" void on_signal(int sig) {
+void on_signal(int sig, SignalSender sender) {
     if (g_signal_number.exchange(sig) != 0) {
-        // A second signal while a graceful stop is under way: stop now.
-        ::_exit(128 + sig);
+        // A second signal while a graceful stop is under way: stop now, unless it is the parent
+        // repeating itself (a dying workbench's death signal comes once per thread of it).
+        if (sender == SignalSender::other) ::_exit(128 + sig);
+        return;
     }
     if (auto* flags = g_signal_target.load()) flags->cancel = true;
 }

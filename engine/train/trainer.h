@@ -29,6 +29,10 @@ class Checkpointer;
 namespace lathe::train {
 
 /// Commands that reach the trainer from outside the training loop (signals, the GUI).
+/// The cancel reason when the workbench that controlled the run went away.
+inline constexpr const char* kControllerLostReason =
+    "the workbench that controlled the run went away (its control connection closed)";
+
 struct ControlFlags {
     std::atomic<bool> cancel{false};
     std::atomic<bool> checkpoint{false};

@@ -121,7 +121,7 @@ private:
             "control channel: the workbench is gone (its connection closed); stopping at step "
             "{} with a final checkpoint",
             step());
-        t.cancel_run("the workbench that controlled the run went away (its connection closed)");
+        t.cancel_run(kControllerLostReason);
     }
 
     void poll() {

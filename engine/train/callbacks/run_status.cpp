@@ -55,10 +55,11 @@ void RunStatusCallback::close() {
     auto& t = trainer();
     if (t.is_canceled() && t.control().controller_lost) {
         // Stopped (with its final checkpoint) because the workbench that ran it was killed.
-        write(run_folder::RunStatus::kInterrupted,
-              "the workbench that controlled the run went away (its control connection closed); "
-              "stopped at step " +
-                  std::to_string(step()) + " (" + t.cancel_reason() + ")");
+        // Whatever came first (the closed connection, or the workbench's death signal) stopped it.
+        std::string why =
+            std::string(kControllerLostReason) + "; stopped at step " + std::to_string(step());
+        if (t.cancel_reason() != kControllerLostReason) why += " (" + t.cancel_reason() + ")";
+        write(run_folder::RunStatus::kInterrupted, why);
     } else if (t.is_canceled()) {
         write(run_folder::RunStatus::kStopped, t.cancel_reason());
     } else {

@@ -8,6 +8,7 @@
 #include <QRegularExpression>
 #include <QTcpServer>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QtTest>
 
 #include <cmath>
@@ -538,6 +539,74 @@ private Q_SLOTS:
                 final_ok = true;
         }
         QVERIFY(final_ok);
+    }
+
+    // A dying workbench sends its death signal (SIGTERM) once per thread it had, within
+    // microseconds (issue 45 item 1): repeats from the parent keep the graceful stop, with its
+    // final checkpoint. A second signal from anyone else (a user's kill) still stops at once.
+    void repeatedSignals_data() {
+        QTest::addColumn<QStringList>("command");
+        QTest::addColumn<bool>("fromParent");
+        QTest::addColumn<QString>("run");
+        const QStringList train{"train"};
+        const QStringList launch{"launch", "--nproc", "2"};
+        QTest::newRow("one rank, three from the parent") << train << true << "repeat1p";
+        QTest::newRow("launcher, three from the parent") << launch << true << "repeat2p";
+        QTest::newRow("one rank, two from a shell") << train << false << "repeat1s";
+        QTest::newRow("launcher, two from a shell") << launch << false << "repeat2s";
+    }
+
+    void repeatedSignals() {
+        QFETCH(QStringList, command);
+        QFETCH(bool, fromParent);
+        QFETCH(QString, run);
+        QProcess p;
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert("LATHE_RUNS_DIR", dir_.path());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        // Steps of a few tenths of a second, so that every signal lands before the stop is done
+        // (a signal sent while the same one is still pending is merged with it).
+        p.start(engine_path(),
+                command + common(run) +
+                    QStringList{"model.d_model=128", "model.n_layers=4",
+                                "trainer.max_duration=100000steps",
+                                "trainer.callbacks.checkpointer.save_interval=100000"});
+        QVERIFY(p.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(folder(run) + "/metrics.jsonl"), 60000);
+        QTest::qWait(500);  // past step 0's checkpoint
+        const auto pid = static_cast<pid_t>(p.processId());
+        if (fromParent) {
+            for (int i = 0; i < 3; ++i) {
+                ::kill(pid, SIGTERM);
+                QThread::msleep(20);
+            }
+        } else {
+            QProcess shell;  // not the engine's parent: its two kills mean "stop, then stop now"
+            shell.start(
+                "sh", {"-c", QStringLiteral("kill -TERM %1; sleep 0.02; kill -TERM %1").arg(pid)});
+            QVERIFY(shell.waitForFinished(10000));
+        }
+        QVERIFY(p.waitForFinished(60000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QStringList finals;
+        for (const auto& c : QDir(folder(run)).entryList({"step*"}, QDir::Dirs))
+            if (c != "step0" && QFile::exists(folder(run) + "/" + c + "/.metadata.json"))
+                finals << c;
+        if (fromParent) {
+            QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 130,
+                     qPrintable(out.right(2000)));
+            QVERIFY2(finals.size() == 1, qPrintable(out.right(2000)));
+            QVERIFY2(out.contains("SIGTERM received"), qPrintable(out.right(2000)));
+        } else {
+            QVERIFY2(finals.isEmpty(), qPrintable(finals.join(", ") + "\n" + out.right(2000)));
+            if (command.first() == "train") {
+                QCOMPARE(p.exitCode(), 128 + SIGTERM);
+            } else {
+                QVERIFY2(out.contains("a second SIGTERM: stopping the ranks now"),
+                         qPrintable(out.right(2000)));
+            }
+        }
     }
 };
 
