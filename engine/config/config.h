@@ -176,8 +176,15 @@ struct SlidingWindowConfig {
     std::vector<int64_t> pattern;
     bool force_full_attention_on_first_layer = true;
     bool force_full_attention_on_last_layer = true;
+    /// RoPE of the windowed layers where it differs from the model's (full-attention layers'),
+    /// as transformers 5's rope_parameters per layer type: null means model.rope_theta and
+    /// model.rope_scaling.
+    std::optional<double> rope_theta;
+    std::optional<RoPEScalingConfig> rope_scaling;
 
     bool enabled() const { return !pattern.empty(); }
+    /// Whether the windowed layers rotate differently from the full-attention ones.
+    bool own_rope() const { return enabled() && (rope_theta || rope_scaling); }
     /// The window of layer `i` of `n_layers`; -1 for full attention.
     int64_t window(int64_t i, int64_t n_layers) const;
 
@@ -191,6 +198,15 @@ struct SlidingWindowConfig {
                 {"Layer 0 attends fully; the pattern starts at layer 1.", {}});
         v.field("force_full_attention_on_last_layer", force_full_attention_on_last_layer,
                 {"The last layer attends fully.", {}});
+        v.field("rope_theta", rope_theta,
+                {"RoPE theta of the windowed layers; null means model.rope_theta (OLMo 3 "
+                 "checkpoints from transformers 5 may give each layer type its own).",
+                 Bounds::positive()});
+        v.field("rope_scaling", rope_scaling,
+                {"RoPE scaling of the windowed layers; null means model.rope_scaling (OLMo 3's "
+                 "long-context checkpoints put YaRN on the full-attention layers only: name none "
+                 "here).",
+                 {}});
     }
 };
 

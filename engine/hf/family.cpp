@@ -235,10 +235,10 @@ void read_layer_types(const ConfigReader& r, config::ModelConfig& m,
 
 namespace {
 
-nlohmann::json rope_parameters(const config::ModelConfig& m) {
+// One RoPE as transformers' rope_parameters.
+nlohmann::json rope_json(double theta, const config::RoPEScalingConfig& s) {
     using Name = config::RoPEScalingName;
-    const auto& s = m.rope_scaling;
-    nlohmann::json p = {{"rope_theta", m.rope_theta}};
+    nlohmann::json p = {{"rope_theta", theta}};
     switch (s.name) {
         case Name::none:
             p["rope_type"] = "default";
@@ -266,19 +266,53 @@ nlohmann::json rope_parameters(const config::ModelConfig& m) {
     return p;
 }
 
-void read_rope(const ConfigReader& r, config::ModelConfig& m) {
+// The model's RoPE as transformers 5 writes it: one object, or one per layer type where the
+// windowed layers rotate differently (Olmo3).
+nlohmann::json rope_parameters(const config::ModelConfig& m) {
+    const auto full = rope_json(m.rope_theta, m.rope_scaling);
+    const auto& sw = m.sliding_window;
+    if (!sw.own_rope()) return full;
+    return {{"full_attention", full},
+            {"sliding_attention", rope_json(sw.rope_theta.value_or(m.rope_theta),
+                                            sw.rope_scaling.value_or(m.rope_scaling))}};
+}
+
+// One RoPE as transformers writes it: {rope_type, rope_theta, factor, ...} at `at` (a dotted
+// path ending in "."). `theta` comes in as the value to use when the object has none.
+struct Rope {
+    double theta = 10000.0;
+    config::RoPEScalingConfig scaling;
+};
+
+// The keys a RoPE object may have: anything else is refused rather than ignored.
+bool known_rope_key(const std::string& key) {
+    static const std::set<std::string> known = {"rope_type",
+                                                "type",
+                                                "rope_theta",
+                                                "factor",
+                                                "low_freq_factor",
+                                                "high_freq_factor",
+                                                "original_max_position_embeddings",
+                                                "beta_fast",
+                                                "beta_slow",
+                                                "attention_factor",
+                                                "mscale",
+                                                "mscale_all_dim",
+                                                "truncate",
+                                                "partial_rotary_factor"};
+    return known.count(key) > 0;
+}
+
+Rope read_rope_object(const ConfigReader& r, const nlohmann::json& rp, const std::string& at,
+                      double theta, const std::set<std::string>& also_allowed = {}) {
     using Name = config::RoPEScalingName;
-    double theta = r.number("rope_theta", 10000.0);  // transformers' default
-    // transformers 5 writes rope_parameters (theta inside); older releases rope_scaling.
-    const char* field = r.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
-    m.rope_scaling = {};
-    if (!r.has(field)) {
-        m.rope_theta = theta;
-        return;
-    }
-    const auto& rp = r.json()[field];
-    const std::string at = std::string(field) + ".";
-    if (!rp.is_object()) throw r.fail(field, "not an object");
+    for (const auto& [key, value] : rp.items())
+        if (!known_rope_key(key) && also_allowed.count(key) == 0)
+            throw r.fail(at + key,
+                         "is not a RoPE field Lathe knows (it reads rope_type, "
+                         "rope_theta, factor, low_freq_factor, high_freq_factor, "
+                         "original_max_position_embeddings, beta_fast, beta_slow, "
+                         "attention_factor)");
     auto num = [&](const char* key, std::optional<double> fallback) -> double {
         if (!rp.contains(key) || rp[key].is_null()) {
             if (fallback) return *fallback;
@@ -288,8 +322,8 @@ void read_rope(const ConfigReader& r, config::ModelConfig& m) {
             throw r.fail(at + key, "not a positive number");
         return rp[key].get<double>();
     };
-    if (rp.contains("rope_theta")) theta = num("rope_theta", std::nullopt);
-    m.rope_theta = theta;
+    Rope out;
+    out.theta = num("rope_theta", theta);
     std::string type = "default";
     if (rp.contains("rope_type") && rp["rope_type"].is_string())
         type = rp["rope_type"].get<std::string>();
@@ -298,7 +332,7 @@ void read_rope(const ConfigReader& r, config::ModelConfig& m) {
     const std::string type_field = at + (rp.contains("rope_type") ? "rope_type" : "type");
     if (rp.contains("partial_rotary_factor") && num("partial_rotary_factor", 1.0) != 1.0)
         throw r.fail(at + "partial_rotary_factor", "Lathe rotates the whole head");
-    auto& s = m.rope_scaling;
+    auto& s = out.scaling;
     const double max_pos = r.has("max_position_embeddings")
                                ? static_cast<double>(r.integer("max_position_embeddings"))
                                : 0.0;
@@ -345,6 +379,55 @@ void read_rope(const ConfigReader& r, config::ModelConfig& m) {
                      "is \"" + type + "\"; Lathe has default, linear, llama3 and yarn RoPE");
     }
     if (s.name != Name::none && !(s.factor >= 1)) throw r.fail(at + "factor", "must be at least 1");
+    return out;
+}
+
+// Returns whether the file gives RoPE per layer type.
+bool read_rope(const ConfigReader& r, config::ModelConfig& m) {
+    const double theta = r.number("rope_theta", 10000.0);  // transformers' default
+    // transformers 5 writes rope_parameters (theta inside); older releases rope_scaling.
+    const char* field = r.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+    m.rope_scaling = {};
+    m.sliding_window.rope_theta.reset();
+    m.sliding_window.rope_scaling.reset();
+    if (!r.has(field)) {
+        m.rope_theta = theta;
+        return false;
+    }
+    const auto& rp = r.json()[field];
+    const std::string at = std::string(field) + ".";
+    if (!rp.is_object()) throw r.fail(field, "not an object");
+    static const char* kFull = "full_attention";
+    static const char* kSliding = "sliding_attention";
+    if (!rp.contains(kFull) && !rp.contains(kSliding)) {
+        const Rope one = read_rope_object(r, rp, at, theta);
+        m.rope_theta = one.theta;
+        m.rope_scaling = one.scaling;
+        return false;
+    }
+    // Per layer type (transformers 5's Olmo3): each type's own object is what transformers uses;
+    // the flat keys beside them (an older spelling of the same) must still be ones Lathe knows.
+    for (const auto& [key, value] : rp.items()) {
+        if (key == kFull || key == kSliding) {
+            if (!value.is_object()) throw r.fail(at + key, "not an object");
+        } else if (!known_rope_key(key)) {
+            throw r.fail(at + key,
+                         "is not a layer type Lathe knows (full_attention, "
+                         "sliding_attention) nor a RoPE field");
+        }
+    }
+    read_rope_object(r, rp, at, theta, {kFull, kSliding});  // checks the flat keys
+    const Rope full = rp.contains(kFull) ? read_rope_object(r, rp[kFull], at + kFull + ".", theta)
+                                         : read_rope_object(r, rp, at, theta, {kFull, kSliding});
+    m.rope_theta = full.theta;
+    m.rope_scaling = full.scaling;
+    if (!rp.contains(kSliding)) return true;
+    const Rope sliding = read_rope_object(r, rp[kSliding], at + kSliding + ".", theta);
+    // Kept only where it differs; the family drops it when no layer is windowed.
+    if (sliding.theta != full.theta) m.sliding_window.rope_theta = sliding.theta;
+    if (rope_json(1, sliding.scaling) != rope_json(1, full.scaling))
+        m.sliding_window.rope_scaling = sliding.scaling;
+    return true;
 }
 
 // The SwiGLU hidden size: Lathe derives it from d_model (OLMo-core's rule), so pick the rule's
@@ -377,7 +460,7 @@ nlohmann::json hf_config_json(const config::ModelConfig& m, const std::string& t
     const auto rope = rope_parameters(m);
     nlohmann::json scaling = nullptr;  // the spelling of transformers 4
     if (m.rope_scaling.name != config::RoPEScalingName::none) {
-        scaling = rope;
+        scaling = rope_json(m.rope_theta, m.rope_scaling);  // the full-attention layers'
         scaling.erase("rope_theta");
     }
     nlohmann::json j = {
@@ -418,10 +501,20 @@ config::ModelConfig model_config_from_hf(const nlohmann::json& j, const std::str
     const auto arch = j.value("architectures", nlohmann::json::array());
     const std::string model_type = j.value("model_type", "");
     const Family* family = nullptr;
+    // As transformers' Auto classes: without `architectures` the model_type decides.
+    const bool no_architectures = !arch.is_array() || arch.empty();
     for (const auto* f : families())
-        if (arch.is_array() && arch.size() == 1 && arch[0] == f->architecture &&
-            (model_type.empty() || model_type == f->model_type))
+        if (no_architectures ? model_type == f->model_type
+                             : arch.size() == 1 && arch[0] == f->architecture &&
+                                   (model_type.empty() || model_type == f->model_type))
             family = f;
+    if (!family && no_architectures) {
+        std::string known;
+        for (const auto* f : families()) known += (known.empty() ? "" : ", ") + f->model_type;
+        throw r.fail(
+            "model_type",
+            "is \"" + model_type + "\" and there is no architectures list; Lathe reads " + known);
+    }
     if (!family) {
         std::string known;
         for (const auto* f : families()) known += (known.empty() ? "" : ", ") + f->architecture;
@@ -457,9 +550,12 @@ config::ModelConfig model_config_from_hf(const nlohmann::json& j, const std::str
     m.layer_norm_eps = r.number("rms_norm_eps", 1e-5);
     m.init_std = r.number("initializer_range", 0.02);
     m.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
-    read_rope(r, m);
+    const bool rope_per_layer_type = read_rope(r, m);
     read_intermediate_size(r, m);
     family->read(r, m);
+    if (rope_per_layer_type && family != &olmo3_family())
+        throw r.fail("rope_parameters",
+                     "is given per layer type, which Lathe reads for Olmo3 only");
     // The parameters stay float32 whatever the files hold (bf16 and fp16 widen exactly): the run
     // trains them, and model.dtype is the config's to choose.
     return m;
@@ -491,7 +587,7 @@ std::vector<std::string> model_differences(const config::ModelConfig& have,
     cmp("vocab_size", have.vocab_size, want.vocab_size);
     cmp("hidden_size (SwiGLU)", have.hidden_size(), want.hidden_size());
     cmp("rope_theta", have.rope_theta, want.rope_theta);
-    cmp("rope_scaling", rope(have), rope(want));
+    cmp("rope_scaling", rope(have), rope(want));  // per layer type where the windows differ
     cmp("layer_norm_eps", have.layer_norm_eps, want.layer_norm_eps);
     cmp("block_name", config::enum_to_string(have.block_name),
         config::enum_to_string(want.block_name));

@@ -26,6 +26,9 @@ const Family& qwen3_family() {
             if (m.qkv_bias) return "model.qkv_bias: Qwen3 has no biases";
             std::string why;
             if (!detail::layer_types(m, why)) return why;
+            if (m.sliding_window.own_rope())
+                return "model.sliding_window.rope_theta / rope_scaling: Qwen gives every layer "
+                       "the same RoPE";
             return {};
         },
         [](const config::ModelConfig& m, nlohmann::json& j) {

@@ -38,11 +38,16 @@ torch::Tensor forward_step(TransformerImpl& m, const torch::Tensor& ids,
                            std::vector<LayerCache>& cache, int64_t max_positions) {
     const int64_t B = ids.size(0), T = ids.size(1);
     const int64_t head_dim = m.cfg.resolved_head_dim();
-    auto [cos_table, sin_table] = m.rope->tables(max_positions, ids.device());
-    auto cos = cos_table.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim});
-    auto sin = sin_table.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim});
-    auto rotate = [&](const torch::Tensor& q, const torch::Tensor& k) {
-        return std::make_pair(rope(q, cos, sin), rope(k, cos, sin));
+    // cos and sin at `positions` for each RoPE the layers use (windowed layers may have their own).
+    std::map<RotaryEmbedding*, std::pair<torch::Tensor, torch::Tensor>> angles;
+    auto angles_of = [&](RotaryEmbedding& r) -> const std::pair<torch::Tensor, torch::Tensor>& {
+        auto& a = angles[&r];
+        if (!a.first.defined()) {
+            auto [cos_table, sin_table] = r.tables(max_positions, ids.device());
+            a.first = cos_table.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim});
+            a.second = sin_table.index_select(0, positions.reshape({-1})).view({B, T, 1, head_dim});
+        }
+        return a;
     };
     // Each window's mask, made once per step for all the layers that share it.
     std::map<int64_t, torch::Tensor> window_masks;
@@ -57,6 +62,10 @@ torch::Tensor forward_step(TransformerImpl& m, const torch::Tensor& ids,
         auto b = m.blocks[l]->as<BlockImpl>();
         auto& a = *b->attention;
         auto& c = cache[l];
+        const auto& [cos, sin] = angles_of(*a.rope);
+        auto rotate = [&](const torch::Tensor& q, const torch::Tensor& k) {
+            return std::make_pair(rope(q, cos, sin), rope(k, cos, sin));
+        };
         auto attend = [&](const torch::Tensor& in) {
             auto [q, k, v] = a.qkv(in, rotate);
             // Keys and values stay at kv_heads: SDPA shares each among its query heads.

@@ -459,10 +459,16 @@ void TransformerImpl::set_activation_checkpointing(
 TransformerImpl::TransformerImpl(const config::ModelConfig& c) : cfg(c) {
     rope = std::make_shared<RotaryEmbedding>(c.resolved_head_dim(), c.rope_theta, c.rope_scaling,
                                              c.fused.rope);
+    const auto& sw = c.sliding_window;
+    auto window_rope = !sw.own_rope()
+                           ? rope
+                           : std::make_shared<RotaryEmbedding>(
+                                 c.resolved_head_dim(), sw.rope_theta.value_or(c.rope_theta),
+                                 sw.rope_scaling.value_or(c.rope_scaling), c.fused.rope);
     embeddings = register_module("embeddings", torch::nn::Embedding(c.vocab_size, c.d_model));
     blocks = register_module("blocks", torch::nn::ModuleList());
     for (int64_t i = 0; i < c.n_layers; ++i) {
-        Block b(BlockOptions::of(c, i), rope);
+        Block b(BlockOptions::of(c, i), sw.window(i, c.n_layers) > 0 ? window_rope : rope);
         b->attention->documents = documents;
         blocks->push_back(b);
     }

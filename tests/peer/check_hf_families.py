@@ -6,7 +6,8 @@ Run with the test environment's Python (transformers, safetensors, torch); argum
 For LlamaForCausalLM (GQA, head_dim given, Llama 3 "llama3" RoPE scaling, tied embeddings),
 Qwen2ForCausalLM (q/k/v biases, "linear" RoPE scaling), Qwen3ForCausalLM (QK-norm per head, head_dim
 past hidden/heads, YaRN, tied embeddings) and Olmo3ForCausalLM (sliding windows of 4 tokens on three
-layers of four), each a tiny random model transformers itself builds (random norms and biases, so
+layers of four; also with RoPE per layer type as transformers 5 writes it: other thetas on the
+windowed layers, and YaRN on the full-attention layers only), each a tiny random model transformers itself builds (random norms and biases, so
 that none is the identity), saved by transformers:
 
   import     `lathe-engine import` reads the folder; Lathe's logits equal transformers' within
@@ -18,8 +19,10 @@ that none is the identity), saved by transformers:
   load_path  `lathe-engine train HF_DIR` (trainer.load_path=HF_DIR, the folder's model) trains from
              its weights: step 1's CE loss equals transformers' loss on the same batch within
              1e-5; `config HF_DIR` shows that fine-tuning config.
-  refusals   an Olmo3 with attention biases and a Llama with mlp_bias end with an error naming
-             the field.
+  refusals   an Olmo3 with attention biases, a Llama with mlp_bias, and a RoPE field or layer
+             type Lathe does not know end with an error naming the field.
+  model_type a config.json without `architectures` loads by its model_type, as transformers'
+             Auto classes do; an unknown model_type is refused naming it.
 """
 import json
 import shutil
@@ -56,14 +59,29 @@ FAMILIES = {
     "Olmo3ForCausalLM": (transformers.Olmo3Config, dict(
         sliding_window=4, tie_word_embeddings=False,
         rope_parameters={"rope_type": "default", "rope_theta": 500000.0})),
+    # transformers 5 writes Olmo3's RoPE per layer type; the windowed layers may differ.
+    "Olmo3ForCausalLM-rope-per-layer-type": (transformers.Olmo3Config, dict(
+        sliding_window=4, tie_word_embeddings=False,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+    # As OLMo 3's long-context checkpoints: YaRN on the full-attention layers only.
+    "Olmo3ForCausalLM-yarn-on-full-layers": (transformers.Olmo3Config, dict(
+        sliding_window=4, tie_word_embeddings=False,
+        rope_parameters={"full_attention": {"rope_type": "yarn", "rope_theta": 500000.0,
+                                            "factor": 4.0, "original_max_position_embeddings": 16},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0}})),
 }
+
+
+def architecture(label):
+    return label.split("-")[0]
 
 
 def build(name, work):
     cls_cfg, extra = FAMILIES[name]
     cfg = cls_cfg(**COMMON, **extra)
     torch.manual_seed(0)
-    model = getattr(transformers, name)(cfg).eval()
+    model = getattr(transformers, architecture(name))(cfg).eval()
     with torch.no_grad():
         for n, p in model.named_parameters():
             if "norm" in n:
@@ -93,7 +111,8 @@ def run_family(name, work):
     out = work / f"{name}-export"
     engine("export", imp, out)
     back = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
-    check(type(back).__name__ == name, f"{name} export: transformers loads it as {type(back).__name__}")
+    check(type(back).__name__ == architecture(name),
+          f"{name} export: transformers loads it as {type(back).__name__}")
     again = tensors_of(out)
     check(saved.keys() == again.keys() and all(torch.equal(saved[k], again[k]) for k in saved),
           f"{name} export: every tensor equals the one transformers saved, bit for bit "
@@ -130,22 +149,55 @@ def run_family(name, work):
 
 
 def refusals(work):
-    for name, field, value, expect in [
+    for index, (name, field, value, expect) in enumerate([
         ("Olmo3ForCausalLM", "attention_bias", True, "attention_bias"),
         ("LlamaForCausalLM", "mlp_bias", True, "mlp_bias"),
         ("Qwen3ForCausalLM", "rope_parameters", {"rope_type": "longrope", "rope_theta": 1e6},
          "rope_type"),
-    ]:
-        src = work / f"bad-{name}-{field}"
+        # A RoPE field or layer type Lathe does not know is refused, never ignored.
+        ("Qwen3ForCausalLM", "rope_parameters", {"rope_type": "default", "rope_theta": 1e6,
+                                                 "short_factor": [1.0]}, "short_factor"),
+        ("Olmo3ForCausalLM", "rope_parameters",
+         {"full_attention": {"rope_type": "default", "rope_theta": 5e5},
+          "chunked_attention": {"rope_type": "default", "rope_theta": 1e4}}, "chunked_attention"),
+        ("Olmo3ForCausalLM", "rope_parameters",
+         {"full_attention": {"rope_type": "default", "rope_theta": 5e5},
+          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "scale": 2}},
+         "sliding_attention.scale"),
+        ("LlamaForCausalLM", "rope_parameters",
+         {"full_attention": {"rope_type": "default", "rope_theta": 5e5},
+          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}, "Olmo3 only"),
+    ]):
+        src = work / f"bad-{index}-{name}-{field}"
         shutil.copytree(work / name, src)
         cfg = json.loads((src / "config.json").read_text())
         cfg[field] = value
         (src / "config.json").write_text(json.dumps(cfg))
-        r = engine("import", src, work / f"bad-{name}-{field}-out", ok=False)
+        r = engine("import", src, work / f"bad-{index}-out", ok=False)
         check(r.returncode != 0 and f"config.json: {field}" in r.stderr and expect in r.stderr
-              and not (work / f"bad-{name}-{field}-out").exists(),
+              and not (work / f"bad-{index}-out").exists(),
               f"{name} with {field}={json.dumps(value)}: refused, naming the field "
               f"({r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no message'})")
+
+
+def model_type_only(work):
+    """A config.json without `architectures` loads by its model_type, as transformers does."""
+    src = work / "LlamaForCausalLM-no-architectures"
+    shutil.copytree(work / "LlamaForCausalLM", src)
+    cfg = json.loads((src / "config.json").read_text())
+    del cfg["architectures"]
+    (src / "config.json").write_text(json.dumps(cfg))
+    ref = transformers.AutoModelForCausalLM.from_pretrained(src).eval()
+    imp = work / "no-architectures-imported" / "step0"
+    engine("import", src, imp)
+    compare_logits("LlamaForCausalLM without architectures (model_type llama)", imp, ref,
+                   [[5, 17, 299, 42], list(range(1, 30))])
+    cfg["model_type"] = "mistral"
+    (src / "config.json").write_text(json.dumps(cfg))
+    r = engine("import", src, work / "no-architectures-mistral", ok=False)
+    check(r.returncode != 0 and "config.json: model_type" in r.stderr and "mistral" in r.stderr,
+          f"model_type mistral without architectures: refused, naming model_type "
+          f"({r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no message'})")
 
 
 def main():
@@ -154,6 +206,7 @@ def main():
         for name in FAMILIES:
             run_family(name, work)
         refusals(work)
+        model_type_only(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finish()

@@ -7,7 +7,8 @@ Walks `lathe-engine schema` and, for every field a.b.c, looks for code that read
 `->c` in engine/, ui/ or app/ sources other than the config's own definition and reflection
 (engine/config/config.h, json_io.cpp, schema.cpp), or a bare `c` in the config's member functions
 (engine/config/util.cpp). A name that several sections share (`enabled`, `name` ...) must be read
-in a file that also names its section (`.b`) or is named after it (profiler.cpp). A field with no
+in a file that also names its section (`.b`), is named after it (profiler.cpp) or lies in its
+folder (engine/model/ for model.rope_theta). A field with no
 reader fails the test, named with its path: make it do what its description says, or retire it
 (engine/config/json_io.cpp, is_retired).
 
@@ -69,7 +70,8 @@ def main():
             section = re.compile(r"(\.|->)" + re.escape(p[-2]) + r"\b")
             stem = p[-2].rstrip("s")
             files = [rel for rel in files
-                     if section.search(texts[rel]) or stem in Path(rel).stem]
+                     if section.search(texts[rel]) or stem in Path(rel).stem
+                     or p[-2] in Path(rel).parts[:-1]]
         if not files:
             missing.append(".".join(p))
     if missing:
