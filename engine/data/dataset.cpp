@@ -594,6 +594,16 @@ std::vector<int64_t> instances_per_entry(const std::vector<MixtureEntry>& entrie
     return count;
 }
 
+// A mixture source's empty token file holds no instances: OLMo-core skips it, and so does Lathe,
+// with a warning naming it (a source left with no tokens at all is refused by its plan).
+bool skip_empty_source_file(const std::string& path, const std::string& field) {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec || size != 0) return false;  // missing or unreadable: map_file says why
+    log::warn("{}: {} is empty; skipped (it holds no tokens)", field, path);
+    return true;
+}
+
 }  // namespace
 
 std::vector<MixtureSourcePlan> TokenDataset::plan_mixture(const config::DatasetConfig& cfg,
@@ -615,6 +625,7 @@ std::vector<MixtureSourcePlan> TokenDataset::plan_mixture(const config::DatasetC
         int64_t population = 0;
         for (const auto& f :
              collect_files(cfg, src.paths, field + ".paths", vocab_size, manifest_eos)) {
+            if (skip_empty_source_file(std::get<0>(f), field + ".paths")) continue;
             const std::string key = fs::absolute(std::get<0>(f)).lexically_normal().string();
             auto it = sizes.find(key);
             if (it == sizes.end())
@@ -656,6 +667,7 @@ void TokenDataset::add_mixture(TokenDataset& ds, const config::DatasetConfig& cf
         if (src.paths.empty()) throw Error(field + ".paths: empty (" + src.source_name + ")");
         for (const auto& f :
              collect_files(cfg, src.paths, field + ".paths", vocab_size, manifest_eos)) {
+            if (skip_empty_source_file(std::get<0>(f), field + ".paths")) continue;
             const std::string key = fs::absolute(std::get<0>(f)).lexically_normal().string();
             auto it = file_index.find(key);
             if (it == file_index.end()) {

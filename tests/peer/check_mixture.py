@@ -9,7 +9,8 @@ is a prefix of each of its files, the files again for every repeat, rounded to w
 that the mixture fills whole global batches (source_mixture.py). Its `seed` reaches only index
 files that nothing reads. So the check is exact: for every case, Lathe's instances (`lathe-engine
 dataset --instances`) equal OLMo-core's dataset[i]["input_ids"], index by index, and the per-source
-counts equal the outcome's. Bad mixtures are refused with the source named: ratios that do not sum
+counts equal the outcome's; an empty file in a source is skipped by both (Lathe warns, naming it).
+Bad mixtures are refused with the source named: ratios that do not sum
 to 1, a source that would need more repetition than max_repetition_ratio allows (OLMo-core
 refuses the same mixture), a missing file. A short run trains on a mixture and logs
 `data/source/<name> tokens` every step, summing to the step's tokens.
@@ -100,6 +101,7 @@ def same_instances(work, name, sources, requested, gbs):
     ours = {s["name"]: s["tokens"] for s in summary.get("sources", [])}
     check(ours == theirs, f"{name}: tokens per source equal OLMo-core's outcome {theirs}",
           f"Lathe {ours}")
+    return r
 
 
 def refused(name, sources, requested, gbs, must_name, olmo_core_refuses=None):
@@ -234,6 +236,15 @@ def main():
         same_instances(work, "a source repeated 2.7 times",
                        [src("a", 0.4, [f["a1"]]), src("b", 0.4, [f["b1"]], rep=3.0),
                         src("c", 0.2, [folder], rep=2.0, frac=0.8)], 8000, 512)
+        # An empty file in a source holds no tokens: OLMo-core skips it; Lathe too, naming it.
+        empty = work / "empty.npy"
+        empty.write_bytes(b"")
+        r = same_instances(work, "an empty file in a source",
+                           [src("a", 0.5, [f["a1"], empty, f["a2"]]), src("b", 0.5, [f["c2"]])],
+                           4000, 256)
+        log = (r.stdout + r.stderr) if r else ""
+        check(f"{empty} is empty; skipped" in log, "an empty file in a source: a warning names it",
+              log[-1500:])
         # requested not a multiple of the batch: rounded up to whole batches.
         same_instances(work, "requested tokens rounded to whole batches",
                        [src("a", 0.7, [f["a2"], f["a1"]]), src("b", 0.3, [f["b1"], f["c1"]])],
