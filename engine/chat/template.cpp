@@ -21,6 +21,19 @@ struct ChatTemplate::Parsed {
 
 namespace {
 
+// minja appends " at row R, column C:" and the lines around it once per frame it unwinds (the
+// expression, the output block, the macro, the loop ...), so a raise_exception in a macro printed
+// the template five times. Keep the message and the place it was raised: the first location.
+std::string innermost_location(const std::string& what) {
+    static const std::string kAt = " at row ";
+    const auto first = what.find(kAt);
+    if (first == std::string::npos) return what;
+    const auto next = what.find("\n" + kAt, first + kAt.size());
+    std::string out = what.substr(0, next == std::string::npos ? what.size() : next + 1);
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+}
+
 std::string read_file(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(path.string() + ": cannot read");
@@ -155,7 +168,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
                      }));
         return parsed_->root->render(context);
     } catch (const std::exception& e) {
-        throw Error(origin_ + ": chat template: " + e.what());
+        throw Error(origin_ + ": chat template: " + innermost_location(e.what()));
     }
 }
 

@@ -74,6 +74,28 @@ private Q_SLOTS:
         QVERIFY2(raised.find("raise.jinja") != std::string::npos &&
                      raised.find("only user turns") != std::string::npos,
                  raised.c_str());
+
+        // Raised in a macro called from a loop (issue 45 item 15): one message, with the place it
+        // was raised, not the template once per frame.
+        const chat::ChatTemplate nested(
+            "{%- macro check(m) -%}{%- if m.role != 'user' -%}\n"
+            "{{ raise_exception('Unsupported role: ' + m.role) }}{%- endif -%}{%- endmacro -%}\n"
+            "{%- for m in messages -%}{{ check(m) }}{{ m.content }}{%- endfor -%}",
+            "nested.jinja", {});
+        const std::string once = error_of([&] {
+            nested.render(Messages::array({turn("user", "a"), turn("assistant", "b")}), false);
+        });
+        auto count = [&](const std::string& needle) {
+            std::size_t n = 0;
+            for (auto at = once.find(needle); at != std::string::npos;
+                 at = once.find(needle, at + 1))
+                ++n;
+            return n;
+        };
+        QVERIFY2(once.find("nested.jinja: chat template: Unsupported role: assistant at row 2, ") !=
+                     std::string::npos,
+                 once.c_str());
+        QVERIFY2(count(" at row ") == 1 && count("raise_exception") == 1, once.c_str());
     }
 
     void conversationsAreChecked() {
