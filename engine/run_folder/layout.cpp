@@ -1,7 +1,10 @@
 #include "engine/run_folder/layout.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 namespace lathe::run_folder {
 
@@ -24,9 +27,15 @@ std::string default_runs_root() {
 
 bool is_run_folder(const std::string& dir) {
     std::error_code ec;
-    for (const char* f : {kStatusFile, kConfigFile, kMetricsJsonlFile})
+    for (const char* f : {kStatusFile, kMetricsJsonlFile})
         if (std::filesystem::exists(join(dir, f), ec)) return true;
-    return false;
+    const std::string config = join(dir, kConfigFile);
+    if (!std::filesystem::exists(config, ec)) return false;
+    // A Hugging Face model folder (an export, an import's source) has a config.json too: its
+    // model_type or architectures tell it from a run's config.
+    std::ifstream in(config);
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    return !(j.is_object() && (j.contains("model_type") || j.contains("architectures")));
 }
 
 }  // namespace lathe::run_folder

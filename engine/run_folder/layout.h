@@ -45,7 +45,8 @@ std::string join(const std::string& folder, const std::string& name);
 /// ~/.local/share/lathe/runs.
 std::string default_runs_root();
 
-/// Whether `dir` looks like a run folder: it has a status.json, config.json or metrics.jsonl.
+/// Whether `dir` looks like a run folder: it has a status.json or metrics.jsonl, or a config.json
+/// that is not a Hugging Face model's (no model_type or architectures).
 bool is_run_folder(const std::string& dir);
 
 }  // namespace lathe::run_folder

@@ -77,10 +77,12 @@ ExportDialog::ExportDialog(QWidget* parent) : QDialog(parent), command_(new Engi
 void ExportDialog::setCheckpoint(const QString& path) {
     checkpoint_->setText(path);
     if (out_->text().isEmpty() && !path.isEmpty()) {
-        // <run>-<step>-hf beside the run folder: a suggestion, editable.
+        // ~/lathe-exports/<run>-<step>-hf: a suggestion, editable. Not beside the run, where the
+        // runs list would have to tell a model folder from a run.
         const QFileInfo ckpt(path);
         const QFileInfo run(ckpt.path());
-        out_->setText(QDir(run.path()).filePath(run.fileName() + "-" + ckpt.fileName() + "-hf"));
+        out_->setText(QDir(QDir::homePath() + QStringLiteral("/lathe-exports"))
+                          .filePath(run.fileName() + "-" + ckpt.fileName() + "-hf"));
     }
 }
 

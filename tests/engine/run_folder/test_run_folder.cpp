@@ -13,6 +13,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <filesystem>
+
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -173,6 +175,17 @@ private Q_SLOTS:
         QCOMPARE(default_runs_root(), std::string("/home/u/.local/share/lathe/runs"));
         QCOMPARE(rank_log_file(3), std::string("logs/rank3.log"));
         QVERIFY(!is_run_folder(dir_.path().toStdString() + "/nothing"));
+        // A run's config.json makes a run folder (a run that failed before its first status);
+        // a Hugging Face model folder's does not (issue 45 item 6: an export listed as a run).
+        const std::string run = dir_.path().toStdString() + "/early-run";
+        const std::string hf = dir_.path().toStdString() + "/model-hf";
+        std::filesystem::create_directories(run);
+        std::filesystem::create_directories(hf);
+        write_file_atomic(run + "/config.json", R"({"run_name": "early-run", "model": {}})");
+        write_file_atomic(hf + "/config.json",
+                          R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama"})");
+        QVERIFY(is_run_folder(run));
+        QVERIFY(!is_run_folder(hf));
     }
 
     void tensorFileHeader() {

@@ -352,8 +352,10 @@ private Q_SLOTS:
         QSignalSpy finished(&dialog, &lathe::ui::ExportDialog::finished);
         const QString checkpoint = root_.path() + "/reference/step15";
         dialog.setCheckpoint(checkpoint);
-        const QString out = root_.path() + "/reference-step15-hf";
-        QCOMPARE(dialog.arguments().at(2), out);  // suggested beside the run
+        // Suggested outside the runs folder (issue 45 item 6), where no run list looks.
+        QCOMPARE(dialog.arguments().at(2), QDir::homePath() + "/lathe-exports/reference-step15-hf");
+        const QString out = root_.path() + "/reference-step15-hf";  // a user's choice: inside it
+        dialog.setOutputFolder(out);
         dialog.setDType("bfloat16");
         QVERIFY(dialog.arguments().contains("bfloat16"));
         dialog.findChild<QPushButton*>("exportButton")->click();
@@ -362,6 +364,13 @@ private Q_SLOTS:
         QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(dialog.statusText()));
         QVERIFY(QFileInfo(out + "/config.json").isFile());
         QVERIFY(QFileInfo(out + "/model.safetensors").isFile());
+        {
+            // Even there, the runs list shows runs only: the model folder is no "unknown" run.
+            RunsModel runs;
+            runs.setRoot(root_.path());
+            QVERIFY(runs.rowOf(QFileInfo(root_.path() + "/reference").absoluteFilePath()) >= 0);
+            QCOMPARE(runs.rowOf(QFileInfo(out).absoluteFilePath()), -1);
+        }
         QVERIFY2(
             dialog.statusText().contains("Exported to") && dialog.statusText().contains("bfloat16"),
             qPrintable(dialog.statusText()));
