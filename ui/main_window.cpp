@@ -275,6 +275,7 @@ void MainWindow::showProblem(const QString& title, const QString& text) {
 
 bool MainWindow::openRun(const QString& runDir) {
     const RunInfo info = readRunInfo(runDir);
+    if (!editor_->confirmReplace(tr("run %1").arg(QFileInfo(runDir).fileName()))) return false;
     QString error;
     if (!session_->openRun(runDir, info.state == RunState::Running, &error)) {
         showProblem(tr("Cannot open the run"), error);
@@ -285,7 +286,7 @@ bool MainWindow::openRun(const QString& runDir) {
         // Where it lives is the engine's business: a new name then starts a new folder.
         if (config.contains("trainer") && config["trainer"].is_object())
             config["trainer"]["save_folder"] = "";
-        editor_->setDocument(config);
+        editor_->setDocument(config, tr("run %1").arg(QFileInfo(runDir).fileName()));
     }
     logModel_->clear();
     const int lines = loadRunLogs(runDir, logModel_);
@@ -397,7 +398,9 @@ std::optional<ResumePlan> MainWindow::resumePlanFor(const QString& checkpoint) {
 bool MainWindow::editResume(const QString& checkpoint) {
     const auto plan = resumePlanFor(checkpoint);
     if (!plan) return false;
-    editor_->setDocument(plan->baseConfig());
+    const QString name = tr("resume from %1").arg(QDir::toNativeSeparators(checkpoint));
+    if (!editor_->confirmReplace(name)) return false;
+    editor_->setDocument(plan->baseConfig(), name);
     checkpointsPanel_->resumeBar()->setPlan(*plan);
     checkpointsPanel_->resumeBar()->setEditedConfig(editor_->resolvedJson());
     return true;
@@ -430,7 +433,9 @@ bool MainWindow::newRunFromHfModel(const QString& dir) {
         showProblem(tr("Cannot fine-tune this model"), QString::fromStdString(e.what()));
         return false;
     }
-    editor_->setDocument(doc);
+    const QString name = tr("fine-tune of %1").arg(QFileInfo(dir).fileName());
+    if (!editor_->confirmReplace(name)) return false;
+    editor_->setDocument(doc, name);
     statusBar()->showMessage(
         tr("New run from %1: give dataset.paths (token files made with its tokenizer), then "
            "Start.")
@@ -616,11 +621,8 @@ void MainWindow::onFinished(int exitCode, const QString& summary, const QStringL
 }
 
 void MainWindow::updateTitle() {
-    const QString file = editor_->currentFile();
-    setWindowTitle(tr("%1[*] — Lathe")
-                       .arg(file.isEmpty() ? tr("preset %1").arg(editor_->presetName())
-                                           : QDir::toNativeSeparators(file)));
-    setWindowModified(!editor_->undoStack()->isClean());
+    setWindowTitle(tr("%1[*] — Lathe").arg(editor_->documentName()));
+    setWindowModified(editor_->isModified());
 }
 
 void MainWindow::quitGracefully(const QString& why) {

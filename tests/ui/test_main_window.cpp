@@ -15,10 +15,17 @@
 #include "ui/util/unix_signals.h"
 
 #include <QAction>
+#include <QApplication>
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QLabel>
+#include <QMessageBox>
 #include <QProgressBar>
 #include <QSettings>
 #include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTimer>
 #include <QtTest>
 
 #include <csignal>
@@ -27,6 +34,35 @@
 using lathe::ui::formatSeconds;
 using lathe::ui::MainWindow;
 using State = lathe::ui::RunController::State;
+
+namespace {
+
+QByteArray readAll(const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// Answers the next modal window from inside its exec(): a message box with a click on `button`,
+// any other dialog (a file dialog) with Escape. `seen` (optional) says it came.
+void answerModal(QMessageBox::StandardButton button, bool* seen = nullptr) {
+    auto* timer = new QTimer;
+    timer->setInterval(20);
+    QObject::connect(timer, &QTimer::timeout, [timer, button, seen] {
+        QWidget* modal = QApplication::activeModalWidget();
+        if (!modal) return;
+        timer->stop();
+        timer->deleteLater();
+        if (seen) *seen = true;
+        auto* box = qobject_cast<QMessageBox*>(modal);
+        if (box && button != QMessageBox::NoButton)
+            QTest::mouseClick(box->button(button), Qt::LeftButton);
+        else
+            QTest::keyClick(modal, Qt::Key_Escape);
+    });
+    timer->start();
+}
+
+}  // namespace
 
 class TestMainWindow : public QObject {
     Q_OBJECT
@@ -134,6 +170,86 @@ private Q_SLOTS:
         QCOMPARE(w.plots()->groups().back(), extra);
         QVERIFY(!w.editor()->undoStack()->canUndo());
         QVERIFY(!w.editor()->undoStack()->isClean());  // still unsaved
+    }
+
+    // Save writes the document the editor shows (issue 45 item 2): after a preset or a run's
+    // config replaced a file's, Ctrl+S asks where instead of overwriting that file; unsaved edits
+    // ask Save / Discard / Cancel before a preset replaces them. Real key events throughout.
+    void saveTargetsTheShownDocument() {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("ft.yaml"));
+        MainWindow w;
+        w.show();
+        w.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&w));  // the window's shortcuts need it
+        auto* editor = w.editor();
+        editor->editField(QStringLiteral("optim.lr"), 0.0042);
+        QVERIFY(editor->saveFile(file));
+        const QByteArray saved = readAll(file);
+        QVERIFY(w.windowTitle().contains(QStringLiteral("ft.yaml")) && !w.isWindowModified());
+
+        editor->editField(QStringLiteral("optim.lr"), 0.005);
+        QVERIFY(w.isWindowModified());
+        auto* presets = editor->findChild<QComboBox*>(QStringLiteral("presetBox"));
+        QVERIFY(presets);
+        const QString before = presets->currentText();
+
+        // Another preset, chosen with the keyboard; the question is answered Cancel: nothing
+        // changes.
+        answerModal(QMessageBox::Cancel);
+        presets->setFocus();
+        QTest::keyClick(presets, Qt::Key_Down);
+        QCOMPARE(editor->document()["optim"]["lr"].get<double>(), 0.005);
+        QCOMPARE(presets->currentText(), before);
+        QCOMPARE(editor->currentFile(), file);
+
+        // Discard: the preset replaces the edits, and the document is no longer ft.yaml.
+        answerModal(QMessageBox::Discard);
+        QTest::keyClick(presets, Qt::Key_Down);
+        QVERIFY(presets->currentText() != before);
+        QCOMPARE(editor->presetName(), presets->currentText());
+        QVERIFY(editor->currentFile().isEmpty());
+        QVERIFY2(!w.windowTitle().contains(QStringLiteral("ft.yaml")) &&
+                     w.windowTitle().contains(presets->currentText()),
+                 qPrintable(w.windowTitle()));
+
+        // Ctrl+S now asks where (the Save As dialog, closed with Escape): ft.yaml is untouched.
+        // (The window is active again once the question has gone.)
+        w.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        bool asked = false;
+        answerModal(QMessageBox::NoButton, &asked);
+        QTest::keyClick(&w, Qt::Key_S, Qt::ControlModifier);
+        QVERIFY(asked);
+        QCOMPARE(readAll(file), saved);
+
+        // Undo brings back the edits and their file.
+        w.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        QTest::keyClick(&w, Qt::Key_Z, Qt::ControlModifier);
+        QCOMPARE(editor->currentFile(), file);
+        QCOMPARE(editor->document()["optim"]["lr"].get<double>(), 0.005);
+
+        // A run's config opened over it (after Discard) is no file either.
+        const QString run = dir.filePath(QStringLiteral("runs/baseline"));
+        QVERIFY(QDir().mkpath(run));
+        {
+            QFile f(run + QStringLiteral("/config.json"));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(R"({"run_name": "baseline", "optim": {"lr": 0.001}})");
+        }
+        answerModal(QMessageBox::Discard);
+        QVERIFY(w.openRun(run));
+        QVERIFY(editor->currentFile().isEmpty());
+        QVERIFY2(w.windowTitle().contains(QStringLiteral("run baseline")),
+                 qPrintable(w.windowTitle()));
+        w.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        asked = false;
+        answerModal(QMessageBox::NoButton, &asked);
+        QTest::keyClick(&w, Qt::Key_S, Qt::ControlModifier);
+        QVERIFY(asked);
+        QCOMPARE(readAll(file), saved);
     }
 
     // The window fits a 1366x768 screen (issue 34: it needed 1651x990 and grew while running),

@@ -8,6 +8,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -80,8 +81,12 @@ private:
 /// A whole new document: a preset, an opened file.
 class ReplaceDocumentCommand : public QUndoCommand {
 public:
+    // The document's file and origin go with it: after a preset or a run's config, Save must
+    // not write the file the previous document came from (issue 45 item 2), and undo brings
+    // both back.
     ReplaceDocumentCommand(ConfigEditor* editor, const QString& text, Json after,
-                           QString afterPreset, Json afterPresetDoc)
+                           QString afterPreset, Json afterPresetDoc, QString afterFile,
+                           QString afterOrigin)
         : QUndoCommand(text),
           editor_(editor),
           before_(editor->doc_),
@@ -89,15 +94,31 @@ public:
           beforePreset_(editor->preset_),
           afterPreset_(std::move(afterPreset)),
           beforePresetDoc_(editor->presetDoc_),
-          afterPresetDoc_(std::move(afterPresetDoc)) {}
-    void redo() override { editor_->applyDocument(after_, afterPreset_, afterPresetDoc_); }
-    void undo() override { editor_->applyDocument(before_, beforePreset_, beforePresetDoc_); }
+          afterPresetDoc_(std::move(afterPresetDoc)),
+          beforeFile_(editor->file_),
+          afterFile_(std::move(afterFile)),
+          beforeOrigin_(editor->origin_),
+          afterOrigin_(std::move(afterOrigin)) {}
+    void redo() override { apply(after_, afterPreset_, afterPresetDoc_, afterFile_, afterOrigin_); }
+    void undo() override {
+        apply(before_, beforePreset_, beforePresetDoc_, beforeFile_, beforeOrigin_);
+    }
 
 private:
+    void apply(const Json& doc, const QString& preset, const Json& presetDoc, const QString& file,
+               const QString& origin) {
+        editor_->file_ = file;
+        editor_->origin_ = origin;
+        editor_->applyDocument(doc, preset, presetDoc);
+        Q_EMIT editor_->currentFileChanged(file);
+    }
+
     ConfigEditor* editor_;
     Json before_, after_;
     QString beforePreset_, afterPreset_;
     Json beforePresetDoc_, afterPresetDoc_;
+    QString beforeFile_, afterFile_;
+    QString beforeOrigin_, afterOrigin_;
 };
 
 ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
@@ -203,13 +224,21 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
     connect(problems_, &QListWidget::itemClicked, this,
             [this](QListWidgetItem* item) { revealField(item->data(Qt::UserRole).toString()); });
 
-    connect(presetBox_, &QComboBox::activated, this,
-            [this](int) { loadPreset(presetBox_->currentText()); });
+    connect(presetBox_, &QComboBox::activated, this, [this](int) {
+        const QString name = presetBox_->currentText();
+        if (!confirmReplace(tr("preset %1").arg(name))) {
+            QSignalBlocker block(presetBox_);
+            presetBox_->setCurrentText(preset_);
+            return;
+        }
+        loadPreset(name);
+    });
 
     // The initial preset is not an edit.
     const QString initial = QString::fromLatin1(cfg::kDefaultPreset);
     const auto text = cfg::preset_text(initial.toStdString());
     Json presetDoc = cfg::to_json(cfg::load(initial.toStdString()).config);
+    origin_ = tr("preset %1").arg(initial);
     applyDocument(presetDoc, initial, presetDoc);
     Q_UNUSED(text);
 }
@@ -574,15 +603,40 @@ Json ConfigEditor::resolvedJson() const {
     return cfg::to_json(cfg::load_document(doc_).config);
 }
 
-void ConfigEditor::setDocument(const Json& doc) {
+void ConfigEditor::setDocument(const Json& doc, const QString& origin) {
     undo_->push(new ReplaceDocumentCommand(this, tr("Replace the config"), completeDocument(doc),
-                                           preset_, presetDoc_));
+                                           preset_, presetDoc_, QString(),
+                                           origin.isEmpty() ? tr("untitled config") : origin));
+    undo_->setClean();  // nothing typed yet
+}
+
+QString ConfigEditor::documentName() const {
+    return file_.isEmpty() ? origin_ : QDir::toNativeSeparators(file_);
+}
+
+bool ConfigEditor::isModified() const {
+    return !undo_->isClean();
+}
+
+bool ConfigEditor::confirmReplace(const QString& what) {
+    if (!isModified()) return true;
+    QMessageBox box(QMessageBox::Question, tr("Unsaved changes"),
+                    tr("The config (%1) has changes that are not saved.").arg(documentName()),
+                    QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, this);
+    box.setObjectName(QStringLiteral("unsavedChangesBox"));
+    box.setInformativeText(tr("Save them before opening %1?").arg(what));
+    box.setDefaultButton(QMessageBox::Save);
+    const int answer = box.exec();
+    if (answer == QMessageBox::Discard) return true;
+    if (answer == QMessageBox::Save) return saveInteractive();
+    return false;
 }
 
 Json ConfigEditor::sessionState() const {
     return Json{{"document", doc_},
                 {"preset", preset_.toStdString()},
                 {"file", file_.toStdString()},
+                {"origin", origin_.toStdString()},
                 {"modified", !undo_->isClean()}};
 }
 
@@ -608,6 +662,7 @@ bool ConfigEditor::restoreSession(const Json& state) {
     undo_->clear();
     const QString file = text("file");
     file_ = !file.isEmpty() && QFileInfo::exists(file) ? file : QString();
+    origin_ = text("origin").isEmpty() ? tr("preset %1").arg(preset_) : text("origin");
     const auto modified = state.find("modified");
     if (modified != state.end() && modified->is_boolean() && modified->get<bool>())
         undo_->resetClean();
@@ -619,7 +674,9 @@ bool ConfigEditor::loadPreset(const QString& name) {
     cfg::Loaded l = cfg::load(name.toStdString());
     if (!cfg::preset_text(name.toStdString()) || !l.ok()) return false;
     Json doc = cfg::to_json(l.config);
-    undo_->push(new ReplaceDocumentCommand(this, tr("Preset %1").arg(name), doc, name, doc));
+    undo_->push(new ReplaceDocumentCommand(this, tr("Preset %1").arg(name), doc, name, doc,
+                                           QString(), tr("preset %1").arg(name)));
+    undo_->setClean();
     return true;
 }
 
@@ -640,9 +697,9 @@ bool ConfigEditor::openFile(const QString& path, QString* error) {
         return false;
     }
     undo_->push(new ReplaceDocumentCommand(this, tr("Open %1").arg(QFileInfo(path).fileName()),
-                                           completeDocument(raw), preset_, presetDoc_));
-    file_ = path;
-    Q_EMIT currentFileChanged(file_);
+                                           completeDocument(raw), preset_, presetDoc_, path,
+                                           QFileInfo(path).fileName()));
+    undo_->setClean();
     return true;
 }
 
@@ -664,7 +721,7 @@ void ConfigEditor::openInteractive() {
     const QString path =
         QFileDialog::getOpenFileName(this, tr("Open config"), QFileInfo(file_).path(),
                                      tr("Configs (*.json *.yaml *.yml);;All files (*)"));
-    if (path.isEmpty()) return;
+    if (path.isEmpty() || !confirmReplace(QFileInfo(path).fileName())) return;
     QString error;
     if (!openFile(path, &error)) QMessageBox::warning(this, tr("Open config"), error);
 }

@@ -44,15 +44,24 @@ public:
     const std::vector<lathe::config::Issue>& issues() const { return issues_; }
     bool isValid() const { return issues_.empty(); }
 
-    /// Replaces the document (undoable). Missing fields get their defaults; values are kept as
-    /// given, valid or not.
-    void setDocument(const Json& doc);
-    /// Loads a preset and makes it the baseline of the "changed" markers (undoable).
+    /// Replaces the document (undoable) with one that is no file's: `origin` names it ("run
+    /// baseline"), the document has no file, so Save asks where. Missing fields get their
+    /// defaults; values are kept as given, valid or not.
+    void setDocument(const Json& doc, const QString& origin = QString());
+    /// Loads a preset and makes it the baseline of the "changed" markers (undoable; no file).
     bool loadPreset(const QString& name);
     QString presetName() const { return preset_; }
     bool openFile(const QString& path, QString* error = nullptr);
     bool saveFile(const QString& path, QString* error = nullptr);
+    /// The file the document was opened from or saved to; empty for a preset, a run's config...
     QString currentFile() const { return file_; }
+    /// What the window's title names: the file, else where the document came from.
+    QString documentName() const;
+    /// Whether the document has edits since it was loaded or saved.
+    bool isModified() const;
+    /// Before the document is replaced by `what` ("preset tiny"): unsaved edits ask Save, Discard
+    /// or Cancel. True when the replacement may go ahead.
+    bool confirmReplace(const QString& what);
 
     FieldEditor* editorFor(const QString& path) const { return editors_.value(path); }
     /// Whether the field differs from the preset (its label carries the marker).
@@ -130,6 +139,7 @@ private:
     Json presetDoc_;
     QString preset_;
     QString file_;
+    QString origin_;  ///< where a document that is no file came from ("preset tiny")
     std::vector<lathe::config::Issue> issues_;
     bool valid_ = true;
 
