@@ -23,6 +23,9 @@ ScientificSpinBox::ScientificSpinBox(bool integer, QWidget* parent)
 }
 
 QString ScientificSpinBox::textFromValue(double value) const {
+    // While a placeholder stands in, every redraw of the text (Qt re-formats it when the box is
+    // shown, polished or loses focus) must leave it empty, not the value underneath.
+    if (blank_) return {};
     if (integer_) return QString::number(static_cast<qint64>(std::llround(value)));
     return QString::number(value, 'g', 15);
 }
@@ -76,8 +79,9 @@ void ScientificSpinBox::stepBy(int steps) {
 }
 
 void ScientificSpinBox::showPlaceholder(const QString& text) {
+    blank_ = !text.isEmpty();
     lineEdit()->setPlaceholderText(text);
-    lineEdit()->clear();
+    lineEdit()->setText(textFromValue(value()));
 }
 
 QString ScientificSpinBox::placeholder() const {

@@ -19,8 +19,8 @@ public:
     QValidator::State validate(QString& text, int& pos) const override;
     void fixup(QString& input) const override;
     void stepBy(int steps) override;
-    /// Empties the box and shows `text` greyed in its place (an unset field's default); the next
-    /// setValue() shows a number again.
+    /// Empties the box and shows `text` greyed in its place (an unset field's default), until
+    /// showPlaceholder("") shows the number again.
     void showPlaceholder(const QString& text);
     QString placeholder() const;
     /// What the box shows ("" while a placeholder stands in).
@@ -33,6 +33,7 @@ Q_SIGNALS:
 
 private:
     bool integer_;
+    bool blank_ = false;  ///< a placeholder stands in for the number
 };
 
 }  // namespace lathe::ui

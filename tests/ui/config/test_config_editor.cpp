@@ -295,6 +295,54 @@ private Q_SLOTS:
 
     // Before Start, the summary checks a CPU run's expected peak against the machine's free
     // memory, as the engine will (issue 34 item 12).
+    // On screen, every unset number stays blank with its default as placeholder (issue 45
+    // item 5): Qt re-formats a spin box's text when it is shown, polished or re-styled, which
+    // brought back the number underneath (beta2 0, head_dim 2, n_kv_heads 1, hard_stop 1) in
+    // every path: first start, preset switch, a restored session.
+    void unsetNumbersStayBlankOnScreen() {
+        ConfigEditor editor;
+        editor.setAdvanced(true);
+        editor.resize(700, 900);
+        editor.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&editor));
+        auto blanks = [&](const char* when) {
+            QStringList shown;
+            for (const FieldSpec* f : lathe::ui::leafFields(editor.schema())) {
+                FieldEditor* e = editor.editorFor(f->path);
+                if (e->isNull() && f->kind != FieldSpec::Kind::Bool && !e->shownText().isEmpty())
+                    shown << f->path + QStringLiteral(" shows ") + e->shownText();
+            }
+            if (!shown.isEmpty()) qWarning("%s: %s", when, qPrintable(shown.join(", ")));
+            return shown.isEmpty();
+        };
+        for (const char* path : {"train_module.optim.beta2", "model.head_dim", "model.n_kv_heads",
+                                 "trainer.hard_stop"})
+            QVERIFY2(editor.editorFor(QString::fromLatin1(path))->isNull(), path);
+        QVERIFY(blanks("first shown"));
+        editor.setStyleSheet(QStringLiteral("QAbstractSpinBox { padding: 1px; }"));  // re-polish
+        QTest::qWait(50);
+        QVERIFY(blanks("re-styled"));
+        QVERIFY(editor.loadPreset(QStringLiteral("tiny_llama")));
+        QTest::qWait(50);
+        QVERIFY(blanks("after a preset switch"));
+        const Json state = editor.sessionState();
+        editor.hide();
+        ConfigEditor restored;
+        restored.setAdvanced(true);
+        QVERIFY(restored.restoreSession(state));
+        restored.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&restored));
+        for (const FieldSpec* f : lathe::ui::leafFields(restored.schema())) {
+            FieldEditor* e = restored.editorFor(f->path);
+            QVERIFY2(!e->isNull() || f->kind == FieldSpec::Kind::Bool || e->shownText().isEmpty(),
+                     qPrintable(f->path + QStringLiteral(" shows ") + e->shownText()));
+        }
+        // Set again, the number comes back.
+        FieldEditor* beta2 = editor.editorFor(QStringLiteral("train_module.optim.beta2"));
+        editor.editField(QStringLiteral("train_module.optim.beta2"), 0.95);
+        QCOMPARE(beta2->shownText(), QStringLiteral("0.95"));
+    }
+
     void summaryWarnsWhenThePeakDoesNotFit() {
         ConfigEditor editor;
         editor.setHostMemory([] { return int64_t{8} << 30; });
