@@ -54,7 +54,10 @@ config::Json finetune_document(const std::string& dir) {
          {{"rank_microbatch_size", 2 * seq},
           {"max_sequence_length", seq},
           {"optim", {{"lr", 2e-5}, {"weight_decay", 0.0}}},
-          {"scheduler", {{"name", "cos_with_warmup"}, {"warmup", 10}}}}},
+          // Warmup as a share of the run: a small dataset's one epoch (a few steps) still ends
+          // after its warmup, not before it.
+          {"scheduler",
+           {{"name", "cos_with_warmup"}, {"warmup", nullptr}, {"warmup_fraction", 0.03}}}}},
         {"trainer",
          {{"load_path", folder},
           {"max_duration", "1epochs"},
