@@ -62,9 +62,10 @@ torch::Tensor forward_step(TransformerImpl& m, const torch::Tensor& ids,
         auto b = m.blocks[l]->as<BlockImpl>();
         auto& a = *b->attention;
         auto& c = cache[l];
-        const auto& [cos, sin] = angles_of(*a.rope);
-        auto rotate = [&](const torch::Tensor& q, const torch::Tensor& k) {
-            return std::make_pair(rope(q, cos, sin), rope(k, cos, sin));
+        const auto& angle = angles_of(*a.rope);  // (cos, sin)
+        auto rotate = [&angle](const torch::Tensor& q, const torch::Tensor& k) {
+            return std::make_pair(rope(q, angle.first, angle.second),
+                                  rope(k, angle.first, angle.second));
         };
         auto attend = [&](const torch::Tensor& in) {
             auto [q, k, v] = a.qkv(in, rotate);
