@@ -4,6 +4,7 @@
 #include "ui/checkpoints/checkpoints_model.h"
 #include "ui/checkpoints/checkpoints_panel.h"
 #include "ui/checkpoints/export_dialog.h"
+#include "ui/checkpoints/resume_plan.h"
 #include "ui/config/config_editor.h"
 #include "ui/config/layout_diagram.h"
 #include "ui/control/run_session.h"
@@ -16,6 +17,7 @@
 #include "ui/plots/plot_panel.h"
 #include "ui/runs/compare_view.h"
 #include "ui/runs/config_diff.h"
+#include "ui/runs/run_info.h"
 #include "ui/runs/run_logs.h"
 #include "ui/runs/run_metrics_loader.h"
 #include "ui/runs/runs_model.h"
@@ -52,6 +54,7 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <optional>
 
 namespace lathe::ui {
 
@@ -108,6 +111,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         if (closeAfterRun_) run_->kill();
     });
     connect(editor_, &ConfigEditor::validityChanged, this,
+            [this] { onStateChanged(run_->state()); });
+    connect(editor_, &ConfigEditor::engineRefusalChanged, this,
             [this] { onStateChanged(run_->state()); });
     // A CPU run's expected peak is checked against this machine's free memory before Start.
     if (cudaDeviceCount() == 0) editor_->setHostMemory(&lathe::config::host_available_memory);
@@ -573,6 +578,7 @@ bool MainWindow::startRun() {
             tr("Fix these before starting:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
         return false;
     }
+    if (!confirmExistingRun()) return false;
     RunOptions options;
     toolbar_->fillOptions(options);
     options.runsDir = runsRoot_;
@@ -587,12 +593,71 @@ bool MainWindow::startRun() {
     return true;
 }
 
+bool MainWindow::confirmExistingRun() {
+    const QString name = QString::fromStdString(editor_->resolvedConfig().run_name);
+    const QDir root(runsRoot_);
+    const QString runDir = root.filePath(name);
+    if (name.isEmpty() || !isRunFolder(runDir)) return true;
+    // What Start would do: the engine continues a run folder from its newest checkpoint.
+    std::optional<CheckpointInfo> newest;
+    for (const CheckpointInfo& c : scanCheckpoints(runDir))
+        if (c.canResume() && (!newest || c.step > newest->step)) newest = c;
+    QString refusal;
+    if (newest) {
+        QString error;
+        const auto plan = ResumePlan::fromCheckpoint(newest->path, &error);
+        refusal = plan ? plan->refusal(editor_->resolvedJson()) : error;
+    }
+    QString fresh;
+    for (int k = 2; fresh.isEmpty() || QFileInfo::exists(root.filePath(fresh)); ++k)
+        fresh = QStringLiteral("%1-%2").arg(name).arg(k);
+
+    QMessageBox box(QMessageBox::Question, tr("The run %1 exists").arg(name), QString(),
+                    QMessageBox::NoButton, this);
+    box.setObjectName(QStringLiteral("existingRunBox"));
+    QPushButton* keep = nullptr;
+    if (!newest) {
+        box.setText(tr("A run named %1 is already in %2, without a checkpoint.")
+                        .arg(name, QDir::toNativeSeparators(runsRoot_)));
+        box.setInformativeText(
+            tr("Start would train from scratch into its folder, after its "
+               "earlier metrics and logs."));
+        keep = box.addButton(tr("Use its folder"), QMessageBox::AcceptRole);
+    } else if (refusal.isEmpty()) {
+        box.setText(
+            tr("A run named %1 is already in %2.").arg(name, QDir::toNativeSeparators(runsRoot_)));
+        box.setInformativeText(
+            tr("Start continues it from its newest checkpoint, step %1.").arg(newest->step));
+        keep = box.addButton(tr("Continue it"), QMessageBox::AcceptRole);
+    } else {
+        box.setIcon(QMessageBox::Warning);
+        box.setText(tr("A run named %1 is already in %2, and this config cannot continue it from "
+                       "its newest checkpoint (step %3):")
+                        .arg(name, QDir::toNativeSeparators(runsRoot_))
+                        .arg(newest->step));
+        box.setInformativeText(refusal);  // in full, not behind "Show Details"
+    }
+    auto* rename = box.addButton(tr("Start as %1").arg(fresh), QMessageBox::ActionRole);
+    rename->setObjectName(QStringLiteral("newRunNameButton"));
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(keep ? keep : rename);
+    box.exec();
+    if (box.clickedButton() == rename) {
+        editor_->editField(QStringLiteral("run_name"), fresh.toStdString());
+        return editor_->isValid();
+    }
+    return keep && box.clickedButton() == keep;
+}
+
 void MainWindow::onStateChanged(RunController::State) {
     const bool active = run_->isActive();
     const bool layoutOk = editor_->parallelLayout().ok();
-    toolbar_->setStartable(editor_->isValid() && layoutOk,
+    // Start is off whenever the window already knows the engine would refuse (issue 45 item 4).
+    const QString refusal = editor_->engineRefusal();
+    toolbar_->setStartable(editor_->isValid() && layoutOk && refusal.isEmpty(),
                            !editor_->isValid() ? tr("Fix the config's problems first")
-                                               : editor_->layoutDiagram()->text());
+                           : !layoutOk         ? editor_->layoutDiagram()->text()
+                                       : tr("The engine will refuse this run: %1").arg(refusal));
     editor_->setEnabled(!active);
     checkpointsPanel_->resumeBar()->setEnabled(!active);
     checkpointsPanel_->setRunActive(active);

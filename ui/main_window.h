@@ -94,6 +94,10 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    /// A run of the config's run_name already exists: says so before Start and asks (continue it
+    /// when its newest checkpoint takes this config, or a new name, or cancel). False: do not
+    /// start. The new name is written into the editor.
+    bool confirmExistingRun();
     void buildMenus();
     void onStateChanged(RunController::State state);
     /// When the config's mesh asks for another world size, proposes it in the Ranks box (if the

@@ -14,14 +14,19 @@
 #include "ui/samples/samples_panel.h"
 #include "ui/util/unix_signals.h"
 
+#include "tests/ui/runs/run_fixtures.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
 #include <QTemporaryDir>
@@ -44,17 +49,23 @@ QByteArray readAll(const QString& path) {
 
 // Answers the next modal window from inside its exec(): a message box with a click on `button`,
 // any other dialog (a file dialog) with Escape. `seen` (optional) says it came.
-void answerModal(QMessageBox::StandardButton button, bool* seen = nullptr) {
+// `text` (optional) receives a message box's text and informative text; `named`: click the
+// button of that object name instead.
+void answerModal(QMessageBox::StandardButton button, bool* seen = nullptr, QString* text = nullptr,
+                 const QString& named = QString()) {
     auto* timer = new QTimer;
     timer->setInterval(20);
-    QObject::connect(timer, &QTimer::timeout, [timer, button, seen] {
+    QObject::connect(timer, &QTimer::timeout, [timer, button, seen, text, named] {
         QWidget* modal = QApplication::activeModalWidget();
         if (!modal) return;
         timer->stop();
         timer->deleteLater();
         if (seen) *seen = true;
         auto* box = qobject_cast<QMessageBox*>(modal);
-        if (box && button != QMessageBox::NoButton)
+        if (box && text) *text = box->text() + QLatin1Char('\n') + box->informativeText();
+        if (box && !named.isEmpty())
+            QTest::mouseClick(box->findChild<QPushButton*>(named), Qt::LeftButton);
+        else if (box && button != QMessageBox::NoButton)
             QTest::mouseClick(box->button(button), Qt::LeftButton);
         else
             QTest::keyClick(modal, Qt::Key_Escape);
@@ -66,12 +77,16 @@ void answerModal(QMessageBox::StandardButton button, bool* seen = nullptr) {
 
 class TestMainWindow : public QObject {
     Q_OBJECT
+    QTemporaryDir runs_;
 
 private Q_SLOTS:
     void initTestCase() {
         QStandardPaths::setTestModeEnabled(true);  // QSettings away from the user's
         QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
         QCoreApplication::setApplicationName(QStringLiteral("lathe-test"));
+        // Runs of the machine's own runs folder are none of these tests' business.
+        QVERIFY(runs_.isValid());
+        qputenv("LATHE_RUNS_DIR", runs_.path().toUtf8());
     }
 
     // Every test starts from the preset and the default panels, not from the last test's form
@@ -250,6 +265,64 @@ private Q_SLOTS:
         QTest::keyClick(&w, Qt::Key_S, Qt::ControlModifier);
         QVERIFY(asked);
         QCOMPARE(readAll(file), saved);
+    }
+
+    // Start with the run_name of an existing run (issue 45 item 3) says so first: its newest
+    // checkpoint and whether this config can continue it (the refusal in full when not), with a
+    // fresh name offered; nothing starts until the user chooses.
+    void existingRunNameAsksFirst() {
+        qputenv("LATHE_FAKE_MODE", "normal");
+        qputenv("LATHE_FAKE_STEPS", "20");
+        qputenv("LATHE_FAKE_STEP_MS", "10");
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.editor()->editField(QStringLiteral("run_name"), "taken");
+        QVERIFY(w.editor()->isValid());
+        // The run "taken" with a checkpoint at step 5 of a config with another d_model.
+        lathe::config::Json other = w.editor()->resolvedJson();
+        other["model"]["d_model"] = 128;
+        const QString runDir = runs_.path() + QStringLiteral("/taken");
+        const QJsonObject saved =
+            QJsonDocument::fromJson(QByteArray::fromStdString(other.dump())).object();
+        QVERIFY(lathe::testing::writeJson(runDir + QStringLiteral("/config.json"), saved));
+        lathe::testing::makeCheckpoint(runDir, 5, false, {}, saved);
+
+        // Cancel: nothing starts.
+        QString text;
+        answerModal(QMessageBox::Cancel, nullptr, &text);
+        w.toolbar()->startAction()->trigger();
+        QVERIFY2(text.contains(QStringLiteral("taken")) &&
+                     text.contains(QStringLiteral("step 5")) &&
+                     text.contains(QStringLiteral("model.d_model: 128 -> 64")),
+                 qPrintable(text));
+        QCOMPARE(w.toolbar()->stateLabel()->text(), QStringLiteral("idle"));
+
+        // The fresh name: it starts as taken-2.
+        answerModal(QMessageBox::NoButton, nullptr, nullptr, QStringLiteral("newRunNameButton"));
+        w.toolbar()->startAction()->trigger();
+        QCOMPARE(w.editor()->document()["run_name"], lathe::config::Json("taken-2"));
+        QTRY_VERIFY_WITH_TIMEOUT(w.toolbar()->stateLabel()->text() != QStringLiteral("idle"),
+                                 20000);
+        w.toolbar()->stopAction()->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(!w.toolbar()->stopAction()->isEnabled(), 20000);
+    }
+
+    // When the window already says the engine will refuse the run (the memory pre-flight),
+    // Start is disabled with that reason (issue 45 item 4), and comes back when it fits.
+    void startIsOffWhenTheEngineWillRefuse() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(w.toolbar()->startAction()->isEnabled());
+        w.editor()->setHostMemory([] { return int64_t(1) << 20; });  // 1 MiB free
+        QVERIFY(!w.editor()->engineRefusal().isEmpty());
+        QVERIFY(!w.toolbar()->startAction()->isEnabled());
+        QVERIFY2(w.toolbar()->startAction()->toolTip().contains(QStringLiteral("will refuse")),
+                 qPrintable(w.toolbar()->startAction()->toolTip()));
+        w.editor()->setHostMemory([] { return int64_t(1) << 40; });  // 1 TiB free
+        QVERIFY(w.editor()->engineRefusal().isEmpty());
+        QVERIFY(w.toolbar()->startAction()->isEnabled());
     }
 
     // The window fits a 1366x768 screen (issue 34: it needed 1651x990 and grew while running),

@@ -565,6 +565,13 @@ void ConfigEditor::updateLayout() {
 }
 
 void ConfigEditor::updateSummary(const cfg::ParallelLayout& layout) {
+    const QString refusedBefore = engineRefusal_;
+    engineRefusal_.clear();
+    showSummary(layout);
+    if (engineRefusal_ != refusedBefore) Q_EMIT engineRefusalChanged(engineRefusal_);
+}
+
+void ConfigEditor::showSummary(const cfg::ParallelLayout& layout) {
     if (!issues_.empty()) {
         summary_->setText(tr("✖ %n problem(s): the run cannot start until they are fixed.", nullptr,
                              int(issues_.size())));
@@ -588,7 +595,8 @@ void ConfigEditor::updateSummary(const cfg::ParallelLayout& layout) {
             ? cfg::memory_refusal(estimate, available, "this machine", worldSize_, &config_)
             : std::string();
     if (!refusal.empty()) {
-        summary_->setText(tr("⚠ The engine will refuse this run: %1").arg(toQ(refusal)));
+        engineRefusal_ = toQ(refusal);
+        summary_->setText(tr("⚠ The engine will refuse this run: %1").arg(engineRefusal_));
         return;
     }
     summary_->setText(tr("✔ The config is valid.") + QStringLiteral(" ") +

@@ -98,6 +98,9 @@ public:
         revalidate();
     }
     QString summaryText() const;
+    /// Why the engine will refuse this config as it stands (the memory pre-flight on this
+    /// machine); empty when it will not. Start is disabled with it.
+    QString engineRefusal() const { return engineRefusal_; }
 
 public Q_SLOTS:
     /// The ranks the run will have (the workbench's Ranks box): the layout is checked against it.
@@ -113,6 +116,8 @@ Q_SIGNALS:
     void advancedChanged(bool all);
     /// The parallel layout changed (a mesh field or the world size).
     void parallelLayoutChanged();
+    /// engineRefusal() changed.
+    void engineRefusalChanged(const QString& why);
 
 private:
     friend class SetFieldCommand;
@@ -133,6 +138,7 @@ private:
     void updateLayout();
     /// The line under the tabs: the problems, a layout that cannot run, or the model's memory.
     void updateSummary(const lathe::config::ParallelLayout& layout);
+    void showSummary(const lathe::config::ParallelLayout& layout);
 
     FieldSpec root_;
     Json doc_;
@@ -157,6 +163,7 @@ private:
     int worldSize_ = 1;
     LayoutDiagram* diagram_ = nullptr;
     std::function<int64_t()> hostMemory_;
+    QString engineRefusal_;
     bool advanced_ = true;
     class QCheckBox* advancedBox_ = nullptr;
     QHash<QString, class QFormLayout*> forms_;                  // field path -> its form
