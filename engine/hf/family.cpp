@@ -269,7 +269,7 @@ nlohmann::json rope_json(double theta, const config::RoPEScalingConfig& s) {
 // The model's RoPE as transformers 5 writes it: one object, or one per layer type where the
 // windowed layers rotate differently (Olmo3).
 nlohmann::json rope_parameters(const config::ModelConfig& m) {
-    const auto full = rope_json(m.rope_theta, m.rope_scaling);
+    auto full = rope_json(m.rope_theta, m.rope_scaling);
     const auto& sw = m.sliding_window;
     if (!sw.own_rope()) return full;
     return {{"full_attention", full},
