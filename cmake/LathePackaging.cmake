@@ -92,7 +92,7 @@ if(TARGET lathe-engine)
 endif()
 if(TARGET lathe)
   list(APPEND _deb_depends "libqt6core6 (>= 6.4.0)" "libqt6gui6 (>= 6.4.0)" "libqt6widgets6 (>= 6.4.0)"
-       "libqt6network6 (>= 6.4.0)" "libqt6printsupport6 (>= 6.4.0)" "libqcustomplot2.1-qt6 (>= 2.1.0+dfsg1)")
+       "libqt6network6 (>= 6.4.0)" "libqt6printsupport6 (>= 6.4.0)" "libqt6svg6 (>= 6.4.0)" "libqcustomplot2.1-qt6 (>= 2.1.0+dfsg1)")
 endif()
 # zlib1g (above, for prepare-data) also serves cuDNN's libraries in a CUDA build.
 list(JOIN _deb_depends ", " CPACK_DEBIAN_PACKAGE_DEPENDS)

@@ -28,7 +28,7 @@ case "$MODE" in build|run|test|package|deps) ;; *) die "unknown mode '$MODE' (us
 
 # ---- Debian packages ------------------------------------------------------------------------------
 PKGS=(build-essential cmake ninja-build ccache git pkg-config python3 python3-venv
-      qt6-base-dev qt6-base-dev-tools libqcustomplot-dev libgl-dev
+      qt6-base-dev qt6-base-dev-tools qt6-svg-dev libqcustomplot-dev libgl-dev
       libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev libgloo-dev libpcre2-dev
       libsentencepiece-dev libutf8proc-dev zlib1g-dev libzstd-dev zstd libcurl4-openssl-dev
       xvfb xauth xdotool desktop-file-utils appstream dpkg-dev file clang-format clang-tidy)

@@ -497,7 +497,7 @@ void MainWindow::buildMenus() {
     file->addAction(tr("Prepare &data…"), this, &MainWindow::showDataDialog);
     file->addAction(tr("&Export to Hugging Face…"), this, &MainWindow::showExportDialog);
     file->addSeparator();
-    file->addAction(tr("Export plots as &PNG…"), plots_, &PlotPanel::exportPngInteractive);
+    file->addAction(tr("Export plots as &PNG or SVG…"), plots_, &PlotPanel::exportImageInteractive);
     file->addAction(tr("Export metrics as &CSV…"), plots_, &PlotPanel::exportCsvInteractive);
     file->addSeparator();
     file->addAction(tr("R&uns folder…"), this, [this] {

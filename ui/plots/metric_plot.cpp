@@ -142,6 +142,15 @@ MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
     plotLayout()->addElement(2, 0, legendRow);
     legendRow->setMargins(QMargins(4, 0, 4, 2));
     legendRow->addElement(0, 0, legend);
+    // QCustomPlot gives a layout column the smallest maximum width of its elements, and a legend's
+    // maximum is its entries' width: alone in its row it narrowed the whole plot to the title's
+    // width (an empty panel drew a tiny box with a clipped "no data yet"; issue 45 item 10). An
+    // empty element beside it takes the rest of the row and has no maximum.
+    auto* filler = new QCPLayoutElement(this);
+    filler->setMinimumSize(0, 0);
+    legendRow->addElement(0, 1, filler);
+    legendRow->setColumnStretchFactor(0, 0.001);
+    legendRow->setColumnStretchFactor(1, 1);
     legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
     legend->setWrap(2);
     legend->setRowSpacing(0);
@@ -153,8 +162,9 @@ MetricPlot::MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent)
     setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     setNoAntialiasingOnDrag(true);
     setPlottingHint(QCP::phCacheLabels, true);
-    // Small enough that six of them (3 x 2) fit a 1366x768 window beside the docks.
-    setMinimumSize(190, 120);
+    // Readable: a title, five y labels that do not overlap, x labels, a legend row. More panels
+    // than fit scroll (PlotPanel); they never shrink below this.
+    setMinimumSize(kMinimumWidth, kMinimumHeight);
     setMouseTracking(true);
 
     placeholder_ = new QCPItemText(this);

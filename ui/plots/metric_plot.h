@@ -34,6 +34,10 @@ class MetricPlot : public QCustomPlot {
     Q_OBJECT
 
 public:
+    /// The smallest a panel gets: below this, y labels overlap and the legend is cut off.
+    static constexpr int kMinimumWidth = 300;
+    static constexpr int kMinimumHeight = 210;
+
     MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent = nullptr);
 
     const MetricGroup& group() const { return group_; }

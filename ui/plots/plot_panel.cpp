@@ -4,18 +4,24 @@
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMenu>
 #include <QMessageBox>
+#include <QPainter>
 #include <QPushButton>
+#include <QResizeEvent>
 #include <QSaveFile>
 #include <QScrollArea>
 #include <QSlider>
+#include <QSvgGenerator>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 namespace lathe::ui {
 
@@ -211,10 +217,25 @@ void PlotPanel::resetPanels() {
     setGroups(defaultGroups());
 }
 
+int PlotPanel::columnsFor(int width) {
+    // Room for a panel and a half each before a second (third) column: two columns of minimum
+    // width side by side read worse than one of twice the width.
+    const int perColumn = MetricPlot::kMinimumWidth * 3 / 2;
+    return std::clamp(width / perColumn, 1, 3);
+}
+
+void PlotPanel::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    if (columnsFor(event->size().width()) != columns_) relayout();
+}
+
 void PlotPanel::relayout() {
+    columns_ = columnsFor(width());
     auto* gridLayout = static_cast<QGridLayout*>(grid_->layout());
     while (gridLayout->count() > 0) delete gridLayout->takeAt(0);
-    for (int i = 0; i < plots_.size(); ++i) gridLayout->addWidget(plots_[i], i / 2, i % 2);
+    for (int c = 0; c < 3; ++c) gridLayout->setColumnStretch(c, c < columns_ ? 1 : 0);
+    for (int i = 0; i < plots_.size(); ++i)
+        gridLayout->addWidget(plots_[i], i / columns_, i % columns_);
 }
 
 QVector<MetricGroup> PlotPanel::pickerChoices() const {
@@ -346,10 +367,68 @@ void PlotPanel::resetView() {
     setFollowLatest(true);
 }
 
-bool PlotPanel::exportPng(const QString& path) {
+QSize PlotPanel::exportSize(int panels) {
+    constexpr int gap = 8;
+    const int rows = std::max(1, (panels + kExportColumns - 1) / kExportColumns);
+    const int cols = std::clamp(panels, 1, kExportColumns);
+    return {cols * kExportPanelSize.width() + (cols - 1) * gap,
+            rows * kExportPanelSize.height() + (rows - 1) * gap};
+}
+
+bool PlotPanel::exportImage(const QString& path, QString* error) {
+    auto fail = [&](const QString& why) {
+        if (error) *error = why;
+        return false;
+    };
+    const QString suffix = QFileInfo(path).suffix().toLower();
+    if (suffix != QLatin1String("png") && suffix != QLatin1String("svg"))
+        return fail(tr("%1: name the file .png or .svg").arg(path));
     replotNow();
-    for (auto* p : plots_) p->replot(QCustomPlot::rpImmediateRefresh);
-    return grid_->grab().save(path, "PNG");
+    const QSize size = exportSize(int(plots_.size()));
+    const QColor background = palette().color(QPalette::Window);
+    // Each panel draws itself at kExportPanelSize (QCustomPlot lays itself out again for that
+    // viewport), then goes back to its size on screen.
+    auto paint = [&](QPainter& raw) {
+        auto& painter = static_cast<QCPPainter&>(raw);
+        painter.fillRect(QRect(QPoint(0, 0), size), background);
+        for (int i = 0; i < plots_.size(); ++i) {
+            const int col = i % kExportColumns;
+            const int row = i / kExportColumns;
+            painter.save();
+            painter.translate(col * (kExportPanelSize.width() + 8),
+                              row * (kExportPanelSize.height() + 8));
+            plots_[i]->toPainter(&painter, kExportPanelSize.width(), kExportPanelSize.height());
+            painter.restore();
+        }
+    };
+    bool ok = false;
+    if (suffix == QLatin1String("png")) {
+        QImage image(size, QImage::Format_ARGB32_Premultiplied);
+        image.fill(background);
+        {
+            QCPPainter painter(&image);
+            painter.setRenderHint(QPainter::Antialiasing);
+            paint(painter);
+        }
+        QSaveFile f(path);
+        ok = f.open(QIODevice::WriteOnly) && image.save(&f, "PNG") && f.commit();
+    } else {
+        QSaveFile f(path);
+        if (f.open(QIODevice::WriteOnly)) {
+            QSvgGenerator svg;
+            svg.setOutputDevice(&f);
+            svg.setSize(size);
+            svg.setViewBox(QRect(QPoint(0, 0), size));
+            svg.setTitle(tr("Lathe plots"));
+            {
+                QCPPainter painter(&svg);
+                paint(painter);
+            }
+            ok = f.commit();
+        }
+    }
+    for (auto* p : plots_) p->replot(QCustomPlot::rpQueuedReplot);
+    return ok || fail(tr("could not write %1").arg(path));
 }
 
 bool PlotPanel::exportCsv(const QString& path) {
@@ -359,11 +438,18 @@ bool PlotPanel::exportCsv(const QString& path) {
     return f.commit();
 }
 
-void PlotPanel::exportPngInteractive() {
-    const QString path = QFileDialog::getSaveFileName(
-        this, tr("Export plots as PNG"), QStringLiteral("plots.png"), tr("PNG images (*.png)"));
-    if (!path.isEmpty() && !exportPng(path))
-        QMessageBox::warning(this, tr("Export failed"), tr("Could not write %1.").arg(path));
+void PlotPanel::exportImageInteractive() {
+    QString filter = tr("PNG images (*.png)");
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export plots"), QStringLiteral("plots.png"),
+                                     tr("PNG images (*.png);;SVG drawings (*.svg)"), &filter);
+    if (path.isEmpty()) return;
+    QString target = path;
+    if (QFileInfo(target).suffix().isEmpty())
+        target +=
+            filter.contains(QLatin1String("svg")) ? QStringLiteral(".svg") : QStringLiteral(".png");
+    QString error;
+    if (!exportImage(target, &error)) QMessageBox::warning(this, tr("Export failed"), error);
 }
 
 void PlotPanel::exportCsvInteractive() {

@@ -1,5 +1,5 @@
 // PlotPanel: the live plots of a run, one MetricPlot per metric group, with shared controls
-// (smoothing, log y, x axis, follow latest, reset, PNG/CSV export). Repaints are coalesced: new
+// (smoothing, log y, x axis, follow latest, reset, PNG/SVG/CSV export). Repaints are coalesced: new
 // data only starts a single-shot timer (kReplotIntervalMs) when none is pending, so the plots
 // repaint at most ~20 times a second however fast metrics arrive.
 //
@@ -65,16 +65,29 @@ public:
     void setXAxis(MetricStore::Axis axis);
     void setFollowLatest(bool on);
     void resetView();
-    bool exportPng(const QString& path);
+    /// Every panel into one picture, PNG or SVG by the file's suffix, at a fixed size that does
+    /// not depend on the window: kExportColumns panels of kExportPanelSize per row (a small window
+    /// once exported its cramped plots as they were). False with `error` set when it fails.
+    bool exportImage(const QString& path, QString* error = nullptr);
     bool exportCsv(const QString& path);
+    static constexpr int kExportColumns = 2;
+    static constexpr QSize kExportPanelSize{640, 400};
+    /// The size of exportImage's picture for `panels` panels.
+    static QSize exportSize(int panels);
+    /// Panels per row: as many of MetricPlot's minimum width as the width holds, 1 to 3.
+    static int columnsFor(int width);
+    int columns() const { return columns_; }
 
 public Q_SLOTS:
-    void exportPngInteractive();
+    void exportImageInteractive();
     void exportCsvInteractive();
 
 Q_SIGNALS:
     /// A panel was added or removed (the window saves the set).
     void panelsChanged();
+
+protected:
+    void resizeEvent(QResizeEvent* event) override;
 
 private:
     void scheduleReplot();
@@ -97,6 +110,7 @@ private:
     QMenu* addMenu_ = nullptr;
     QStringList dismissed_;  ///< suggested groups the user removed: not added again
     int replots_ = 0;
+    int columns_ = 2;
     bool rebuildPending_ = false;
 };
 

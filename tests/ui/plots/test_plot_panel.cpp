@@ -1,8 +1,9 @@
 // PlotPanel: metrics land in the right group, repaints are coalesced (a burst of appends is one
-// replot), axis modes, log y, follow-latest, hover read-out, PNG and CSV export.
+// replot), axis modes, log y, follow-latest, hover read-out, readable sizes, PNG/SVG and CSV export.
 #include "ui/plots/plot_panel.h"
 
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QToolButton>
@@ -144,24 +145,101 @@ private Q_SLOTS:
         QVERIFY(before != after);
     }
 
+    // The picture has the same fixed size whatever the window's (issue 45 item 10: a small
+    // window exported its cramped plots), as PNG and as SVG.
     void exports() {
         MetricStore store;
-        PlotPanel panel(&store);
-        panel.resize(900, 600);
         for (int i = 1; i <= 100; ++i)
             store.append(QStringLiteral("train/CE loss"), i, i, i, 1.0 / i);
         QTemporaryDir dir;
-        const QString png = dir.filePath(QStringLiteral("p.png"));
-        QVERIFY(panel.exportPng(png));
-        QImage image(png);
-        QVERIFY(!image.isNull());
-        QVERIFY(image.width() > 100);
+        const QSize expected = PlotPanel::exportSize(int(PlotPanel::defaultGroups().size()));
+        QCOMPARE(expected, QSize(2 * 640 + 8, 3 * 400 + 2 * 8));
+        for (const QSize window : {QSize(420, 300), QSize(1500, 1000)}) {
+            PlotPanel panel(&store);
+            panel.resize(window);
+            panel.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&panel));
+            const QString png = dir.filePath(QStringLiteral("p%1.png").arg(window.width()));
+            QString error;
+            QVERIFY2(panel.exportImage(png, &error), qPrintable(error));
+            QImage image(png);
+            QCOMPARE(image.size(), expected);
+            // The loss panel's curve is drawn: pixels of its colour in the first panel's area.
+            int coloured = 0;
+            for (int y = 0; y < 400; ++y)
+                for (int x = 0; x < 640; ++x) {
+                    const QColor c = image.pixelColor(x, y);
+                    if (c.saturation() > 100) ++coloured;
+                }
+            QVERIFY2(coloured > 200, qPrintable(QString::number(coloured)));
+            // The panels on screen keep their own size.
+            QCOMPARE(panel.plots().front()->viewport().size(), panel.plots().front()->size());
+
+            const QString svg = dir.filePath(QStringLiteral("p%1.svg").arg(window.width()));
+            QVERIFY2(panel.exportImage(svg, &error), qPrintable(error));
+            QFile f(svg);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const QByteArray text = f.readAll();
+            QVERIFY(text.contains("<svg"));
+            QVERIFY2(text.contains(QStringLiteral("viewBox=\"0 0 %1 %2\"")
+                                       .arg(expected.width())
+                                       .arg(expected.height())
+                                       .toUtf8()),
+                     text.left(600).constData());
+            QVERIFY(text.contains("Loss"));
+            QVERIFY(!panel.exportImage(dir.filePath(QStringLiteral("p.bmp")), &error));
+            QVERIFY2(error.contains(QLatin1String(".png or .svg")), qPrintable(error));
+            QVERIFY(!panel.exportImage(dir.filePath(QStringLiteral("missing/dir/p.png")), &error));
+            QVERIFY2(error.contains(QLatin1String("missing/dir")), qPrintable(error));
+        }
+        PlotPanel panel(&store);
         const QString csv = dir.filePath(QStringLiteral("m.csv"));
         QVERIFY(panel.exportCsv(csv));
         QFile f(csv);
         QVERIFY(f.open(QIODevice::ReadOnly));
         QCOMPARE(f.readAll().count('\n'), 101);
         QVERIFY(!panel.exportCsv(dir.filePath(QStringLiteral("missing/dir/m.csv"))));
+    }
+
+    // Every panel, empty or not, uses its whole area and never gets smaller than readable: the
+    // legend's row once narrowed the plot to its title's width (a tiny box with a clipped "no
+    // data yet"), and eight panels at 1600x1000 were 30 px tall (issue 45 item 10). More panels
+    // than fit scroll; a narrow area gets one column.
+    void panelsStayReadable() {
+        using lathe::ui::MetricPlot;
+        MetricStore store;
+        for (int i = 1; i <= 30; ++i) {
+            store.append(QStringLiteral("train/CE loss"), i, i, i, 1.0 / i);
+            store.append(QStringLiteral("eval/lm/c4/CE loss"), i, i, i, 2.0 / i);
+        }
+        PlotPanel panel(&store);
+        for (const QString& extra : {QStringLiteral("a/x"), QStringLiteral("b/y")})
+            panel.addPanel({extra, {extra}, true});
+        for (const QSize window : {QSize(1000, 700), QSize(560, 500)}) {
+            panel.resize(window);
+            panel.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&panel));
+            QTRY_COMPARE(panel.columns(), PlotPanel::columnsFor(window.width()));
+            QCOMPARE(panel.columns(), window.width() >= 900 ? 2 : 1);
+            QTRY_VERIFY(!panel.replotPending());
+            for (auto* plot : panel.plots()) {
+                plot->replot(QCustomPlot::rpImmediateRefresh);
+                const QRect axis = plot->axisRect()->outerRect();
+                const QString what = QStringLiteral("%1: plot %2x%3, axis rect %4x%5")
+                                         .arg(plot->group().title)
+                                         .arg(plot->width())
+                                         .arg(plot->height())
+                                         .arg(axis.width())
+                                         .arg(axis.height());
+                QVERIFY2(plot->height() >= MetricPlot::kMinimumHeight, qPrintable(what));
+                QVERIFY2(plot->width() >= MetricPlot::kMinimumWidth, qPrintable(what));
+                QVERIFY2(axis.width() >= plot->width() * 9 / 10, qPrintable(what));
+                QVERIFY2(axis.height() >= plot->height() / 2, qPrintable(what));
+            }
+            // Eight panels do not fit 700 px at their minimum height: the area scrolls.
+            auto* scroll = panel.findChild<QScrollArea*>();
+            QVERIFY(scroll->widget()->height() > scroll->viewport()->height());
+        }
     }
 
     // Large values get compact labels with the decimals the tick step needs: a narrow plot once
