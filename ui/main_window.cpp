@@ -44,6 +44,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -53,6 +54,7 @@
 #include <QUndoStack>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -141,9 +143,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     onStateChanged(run_->state());
     updateTitle();
     statusBar()->showMessage(tr("Choose a preset or open a config, then press Start."));
-    resize(1500, 950);
-    resizeDocks({editorDock}, {520}, Qt::Horizontal);
-    resizeDocks({logDock}, {200}, Qt::Vertical);
+    const QScreen* shownOn = screen() ? screen() : QGuiApplication::primaryScreen();
+    applyDefaultLayout(shownOn ? shownOn->availableGeometry() : QRect(0, 0, 1366, 768));
     restoreLayout();
 }
 
@@ -168,7 +169,6 @@ void MainWindow::buildRunsDocks() {
     checkpointsPanel_ = new CheckpointsPanel(checkpointsModel_, checkpointsDock);
     checkpointsDock->setWidget(checkpointsPanel_);
     addDockWidget(Qt::RightDockWidgetArea, checkpointsDock);
-    resizeDocks({runsDock}, {560}, Qt::Horizontal);
 
     connect(runsPanel_, &RunsPanel::currentRunChanged, checkpointsModel_,
             &CheckpointsModel::setRunDir);
@@ -537,6 +537,10 @@ void MainWindow::buildMenus() {
     auto* view = menuBar()->addMenu(tr("&View"));
     for (auto* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
     view->addAction(tr("&Reset plot view"), plots_, &PlotPanel::resetView);
+    view->addAction(tr("Reset &layout"), this, [this] {
+        const QScreen* shownOn = screen() ? screen() : QGuiApplication::primaryScreen();
+        applyDefaultLayout(shownOn ? shownOn->availableGeometry() : geometry());
+    });
 
     auto* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About Lathe"), this, [this] {
@@ -547,6 +551,70 @@ void MainWindow::buildMenus() {
                 .arg(QString::fromLatin1(lathe::config::version()),
                      QString::fromLatin1(lathe::config::git_revision()), findEngine()));
     });
+}
+
+bool MainWindow::isCompact(const QSize& available) {
+    return available.width() < 1700 || available.height() < 1000;
+}
+
+void MainWindow::applyDefaultLayout(const QRect& available) {
+    auto* editorDock = findChild<QDockWidget*>(QStringLiteral("configDock"));
+    auto* logDock = findChild<QDockWidget*>(QStringLiteral("logDock"));
+    auto* samplesDock = findChild<QDockWidget*>(QStringLiteral("samplesDock"));
+    auto* runsDock = findChild<QDockWidget*>(QStringLiteral("runsDock"));
+    auto* checkpointsDock = findChild<QDockWidget*>(QStringLiteral("checkpointsDock"));
+    const bool compact = isCompact(available.size());
+    const QSize size = compact ? available.size()
+                               : QSize(std::min(1840, available.width() * 9 / 10),
+                                       std::min(1120, available.height() * 9 / 10));
+    // The editor is tall: it takes the left edge from the toolbar to the status bar.
+    setCorner(Qt::TopLeftCorner, Qt::LeftDockWidgetArea);
+    setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+    for (auto* dock : {editorDock, logDock, samplesDock, runsDock, checkpointsDock}) {
+        dock->setFloating(false);
+        dock->show();
+    }
+    addDockWidget(Qt::LeftDockWidgetArea, editorDock);
+    if (compact) {
+        setCorner(Qt::TopRightCorner, Qt::TopDockWidgetArea);
+        setCorner(Qt::BottomRightCorner, Qt::BottomDockWidgetArea);
+        for (auto* dock : {logDock, samplesDock, runsDock, checkpointsDock})
+            addDockWidget(Qt::BottomDockWidgetArea, dock);
+        tabifyDockWidget(logDock, samplesDock);
+        tabifyDockWidget(samplesDock, runsDock);
+        tabifyDockWidget(runsDock, checkpointsDock);
+    } else {
+        setCorner(Qt::TopRightCorner, Qt::RightDockWidgetArea);
+        setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+        addDockWidget(Qt::BottomDockWidgetArea, logDock);
+        addDockWidget(Qt::BottomDockWidgetArea, samplesDock);
+        tabifyDockWidget(logDock, samplesDock);
+        addDockWidget(Qt::RightDockWidgetArea, runsDock);
+        addDockWidget(Qt::RightDockWidgetArea, checkpointsDock);
+        splitDockWidget(runsDock, checkpointsDock, Qt::Vertical);
+    }
+    logDock->raise();
+    // After the docks moved: the window cannot be smaller than its layout's minimum, which was
+    // wider with the Runs docks on the right.
+    setWindowState(windowState() & ~(Qt::WindowMaximized | Qt::WindowFullScreen));
+    layout()->activate();
+    setGeometry(QStyle::alignedRect(Qt::LeftToRight, Qt::AlignCenter, size, available));
+    pendingDockSizes_ = std::make_pair(size, compact);
+    if (isVisible()) QTimer::singleShot(0, this, [this] { showEvent(nullptr); });
+}
+
+void MainWindow::showEvent(QShowEvent* event) {
+    if (event) QMainWindow::showEvent(event);
+    if (!pendingDockSizes_) return;
+    const auto [size, compact] = *pendingDockSizes_;
+    pendingDockSizes_.reset();
+    auto* editorDock = findChild<QDockWidget*>(QStringLiteral("configDock"));
+    auto* logDock = findChild<QDockWidget*>(QStringLiteral("logDock"));
+    auto* runsDock = findChild<QDockWidget*>(QStringLiteral("runsDock"));
+    resizeDocks({editorDock}, {std::clamp(size.width() * 28 / 100, 380, 480)}, Qt::Horizontal);
+    resizeDocks({logDock}, {std::clamp(size.height() / 4, 180, 280)}, Qt::Vertical);
+    if (!compact)
+        resizeDocks({runsDock}, {std::clamp(size.width() * 27 / 100, 420, 560)}, Qt::Horizontal);
 }
 
 int MainWindow::cudaDeviceCount() {
@@ -761,8 +829,19 @@ void MainWindow::saveEditorSession() {
 
 void MainWindow::restoreLayout() {
     QSettings s;
+    // A saved layout wins over the default one (QWidget::restoreGeometry moves a window that
+    // would be off this screen back onto it).
     restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
-    restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+    if (restoreState(s.value(QStringLiteral("window/state")).toByteArray()))
+        pendingDockSizes_.reset();
+    // A layout saved on a larger screen (or a second monitor) is cut down to this one.
+    if (const QScreen* shownOn = screen()) {
+        const QRect available = shownOn->availableGeometry();
+        if (!available.contains(geometry())) {
+            const QSize size = geometry().size().boundedTo(available.size());
+            setGeometry(QStyle::alignedRect(Qt::LeftToRight, Qt::AlignCenter, size, available));
+        }
+    }
     QVector<MetricGroup> panels;
     for (const QVariant& v : s.value(QStringLiteral("plots/panels")).toList()) {
         MetricGroup g = MetricGroup::fromVariant(v.toMap());

@@ -1,8 +1,8 @@
 // MainWindow: the workbench. The config editor (left dock), the live plots (centre), the log
 // (bottom dock) and the run-control toolbar (ui/control/run_toolbar.h),
-// the runs under the runs root (right dock: open a past run's curves, config and logs, follow a
-// run started elsewhere, compare runs) and the selected run's checkpoints (Resume, Resume as new
-// run, Edit & resume, Verify, Delete). Closing during a run asks first and never leaves an engine
+// the runs under the runs root (right dock, or a bottom tab on a small screen: open a past run's
+// curves, config and logs, follow a run started elsewhere, compare runs) and the selected run's
+// checkpoints (Resume, Resume as new run, Edit & resume, Verify, Delete). Closing during a run asks first and never leaves an engine
 // process behind. Layout is kept in QSettings between sessions.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <QMainWindow>
 
 #include <optional>
+#include <utility>
 
 class QAction;
 
@@ -60,6 +61,15 @@ public:
     /// Number of CUDA devices the NVIDIA driver reports (0 without one); no CUDA library needed.
     static int cudaDeviceCount();
 
+    /// Whether a screen's available area is too small for the docks on three sides: the Runs and
+    /// Checkpoints docks then join the Log and Samples tabs at the bottom (on the right they
+    /// left the plots about 600 px and showed 3 of the runs' 10 columns; issue 45 item 9).
+    static bool isCompact(const QSize& available);
+    /// The first layout, and View > Reset layout: the window fits `available` (all of it when
+    /// compact), the config editor takes the left edge top to bottom, and the docks get sizes
+    /// in proportion to the window.
+    void applyDefaultLayout(const QRect& available);
+
 public Q_SLOTS:
     bool startRun();
     /// Shows a run from disk: its curves (followed live while it runs), its config in the editor
@@ -92,6 +102,7 @@ public Q_SLOTS:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    void showEvent(QShowEvent* event) override;
 
 private:
     /// A run of the config's run_name already exists: says so before Start and asks (continue it
@@ -138,6 +149,9 @@ private:
     SamplesModel* samplesModel_ = nullptr;
     SamplesPanel* samplesPanel_ = nullptr;
     QString runsRoot_;
+    /// Dock sizes of applyDefaultLayout(), applied once the window has its size (QMainWindow
+    /// ignores resizeDocks() before that).
+    std::optional<std::pair<QSize, bool>> pendingDockSizes_;  ///< the window's size, compact
 
     RunToolbar* toolbar_ = nullptr;
     QAction* askBeforeSettingAside_ = nullptr;

@@ -4,12 +4,14 @@
 #include <QDesktopServices>
 #include <QDir>
 #include <QFileInfo>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QResizeEvent>
 #include <QTableView>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -28,7 +30,6 @@ CheckpointsPanel::CheckpointsPanel(CheckpointsModel* model, QWidget* parent)
     setUpRowTable(view_, QAbstractItemView::SingleSelection);
     layout->addWidget(view_, 1);
 
-    auto* buttons = new QHBoxLayout;
     resume_ = new QPushButton(tr("Resume"), this);
     resume_->setObjectName(QStringLiteral("resumeCheckpoint"));
     resume_->setToolTip(
@@ -45,14 +46,12 @@ CheckpointsPanel::CheckpointsPanel(CheckpointsModel* model, QWidget* parent)
     delete_ = new QPushButton(tr("Delete…"), this);
     delete_->setObjectName(QStringLiteral("deleteCheckpoint"));
     folder_ = new QPushButton(tr("Open folder"), this);
-    // Two rows, so that the dock fits beside the plots on a 1366-pixel screen.
-    for (auto* b : {resume_, resumeNew_, editResume_}) buttons->addWidget(b);
-    buttons->addStretch(1);
-    layout->addLayout(buttons);
-    auto* more = new QHBoxLayout;
-    for (auto* b : {verify_, delete_, folder_}) more->addWidget(b);
-    more->addStretch(1);
-    layout->addLayout(more);
+    // One row where the dock is wide (a bottom tab), two where it is narrow (beside the plots):
+    // see resizeEvent.
+    buttons_ = new QGridLayout;
+    buttons_->setContentsMargins(0, 0, 0, 0);
+    layout->addLayout(buttons_);
+    arrangeButtons(false);
     resumeBar_ = new ResumeBar(this);
     layout->addWidget(resumeBar_);
 
@@ -168,6 +167,29 @@ void CheckpointsPanel::setRunActive(bool active) {
     if (active == runActive_) return;
     runActive_ = active;
     updateButtons();
+}
+
+void CheckpointsPanel::arrangeButtons(bool oneRow) {
+    if (buttonsInOneRow_ == oneRow && buttons_->count() > 0) return;
+    buttonsInOneRow_ = oneRow;
+    while (buttons_->count() > 0) delete buttons_->takeAt(0);
+    const QList<QPushButton*> all = {resume_, resumeNew_, editResume_, verify_, delete_, folder_};
+    for (int i = 0; i < all.size(); ++i) {
+        const int row = oneRow ? 0 : i / 3;
+        const int col = oneRow ? i : i % 3;
+        buttons_->addWidget(all[i], row, col);
+    }
+    const int stretchColumn = oneRow ? int(all.size()) : 3;
+    for (int c = 0; c <= int(all.size()); ++c) buttons_->setColumnStretch(c, 0);
+    buttons_->setColumnStretch(stretchColumn, 1);
+}
+
+void CheckpointsPanel::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    int oneRow = 0;
+    for (auto* b : {resume_, resumeNew_, editResume_, verify_, delete_, folder_})
+        oneRow += b->sizeHint().width() + buttons_->horizontalSpacing();
+    arrangeButtons(event->size().width() >= oneRow + 12);
 }
 
 }  // namespace lathe::ui

@@ -9,6 +9,7 @@
 
 #include <QWidget>
 
+class QGridLayout;
 class QLabel;
 class QPushButton;
 class QTableView;
@@ -46,8 +47,13 @@ Q_SIGNALS:
     /// The selected checkpoint changed (empty: none selected).
     void currentCheckpointChanged(const QString& checkpoint);
 
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+
 private:
     void updateButtons();
+    /// The six buttons in one row, or in two rows of three.
+    void arrangeButtons(bool oneRow);
 
     CheckpointsModel* model_;
     QLabel* title_ = nullptr;
@@ -59,6 +65,8 @@ private:
     QPushButton* delete_ = nullptr;
     QPushButton* folder_ = nullptr;
     ResumeBar* resumeBar_ = nullptr;
+    QGridLayout* buttons_ = nullptr;
+    bool buttonsInOneRow_ = false;
     bool runActive_ = false;
 };
 

@@ -210,10 +210,21 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
     layoutBoxLayout->addWidget(diagram_);
     layout->addWidget(layoutBox);
 
-    summary_ = new QLabel(this);
+    // The summary has a fixed height and scrolls when longer: a long warning (a 7B model on this
+    // machine) once grew it and left the form 6 rows (issue 45 item 11).
+    auto* summaryScroll = new QScrollArea(this);
+    summaryScroll->setObjectName(QStringLiteral("validationSummaryArea"));
+    summaryScroll->setFrameShape(QFrame::NoFrame);
+    summaryScroll->setWidgetResizable(true);
+    summaryScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    summary_ = new QLabel(summaryScroll);
     summary_->setObjectName(QStringLiteral("validationSummary"));
     summary_->setWordWrap(true);  // the memory figures are long: they must not widen the dock
-    layout->addWidget(summary_);
+    summary_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+    summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    summaryScroll->setWidget(summary_);
+    summaryScroll->setFixedHeight(summary_->fontMetrics().lineSpacing() * 5 + 4);
+    layout->addWidget(summaryScroll);
     problems_ = new QListWidget(this);
     problems_->setObjectName(QStringLiteral("problems"));
     problems_->setMaximumHeight(problems_->fontMetrics().height() * 6);
@@ -274,6 +285,11 @@ QWidget* ConfigEditor::buildGroup(const FieldSpec& group, int depth) {
     auto* desc = new QLabel(group.description, box);
     desc->setEnabled(false);  // the palette's disabled text: a quiet grey in light and dark themes
     desc->setTextInteractionFlags(Qt::NoTextInteraction);
+    // Clipped where the dock is narrow (the whole text is the section's tooltip): a long
+    // description once made the form wider than the dock, so it scrolled sideways and hid the
+    // fields' units and unset boxes (issue 45 item 11).
+    desc->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    desc->setToolTip(group.description);
     header->addWidget(desc, 1);
     v->addLayout(header);
 
@@ -283,6 +299,9 @@ QWidget* ConfigEditor::buildGroup(const FieldSpec& group, int depth) {
     bodyLayout->setSpacing(2);
     auto* form = new QFormLayout;
     form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    // A long key (max_sequence_length, nested three deep) puts its field on the next line
+    // instead of widening the form.
+    form->setRowWrapPolicy(QFormLayout::WrapLongRows);
     form->setLabelAlignment(Qt::AlignRight | Qt::AlignVCenter);
     form->setContentsMargins(depth > 0 ? 12 : 4, 0, 0, 0);
     bodyLayout->addLayout(form);

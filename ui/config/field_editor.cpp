@@ -210,14 +210,20 @@ void FieldEditor::showNullPlaceholder() {
     }
     if (check_) {
         check_->setChecked(effective_ && effective_->is_boolean() && effective_->get<bool>());
-        check_->setText(nullText_);
+        // Elided, whole in the tooltip: the text beside a check box is its minimum width, and
+        // the form must fit the dock (issue 45 item 11).
+        check_->setText(check_->fontMetrics().elidedText(nullText_, Qt::ElideRight, 170));
+        check_->setToolTip(nullText_);
     }
 }
 
 void FieldEditor::clearNullPlaceholder() {
     if (spin_) spin_->showPlaceholder(QString());
     if (line_) line_->setPlaceholderText(linePlaceholder_);
-    if (check_) check_->setText(QString());
+    if (check_) {
+        check_->setText(QString());
+        check_->setToolTip(QString());
+    }
 }
 
 QString FieldEditor::shownText() const {

@@ -10,6 +10,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QFileSystemWatcher>
+#include <QRegularExpression>
 #include <QTimer>
 
 #include <cmath>
@@ -225,13 +226,18 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
                                                  : QStringLiteral("–");
             case WorldSizeColumn:
                 return r.worldSize > 0 ? QString::number(r.worldSize) : QStringLiteral("–");
-            case ModelColumn:
-                return r.model;
+            case ModelColumn: {
+                // "768d x 12 layers, vocab 50280" as "768d x 12L, vocab 50280": every column fits
+                // the Runs tab of a 1366-pixel screen (the whole text is the tooltip).
+                static const QRegularExpression layers(QStringLiteral("\\b(\\d+) layers\\b"));
+                return QString(r.model).replace(layers, QStringLiteral("\\1L"));
+            }
             case TagsColumn:
                 return r.tags.join(QStringLiteral(", "));
         }
     }
     if (role == Qt::ToolTipRole) {
+        if (index.column() == ModelColumn) return r.model;
         if (index.column() == TagsColumn && !r.notes.isEmpty()) return r.notes;
         if (index.column() == NameColumn) {
             QString tip = r.path;
@@ -254,7 +260,10 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant RunsModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    if (o != Qt::Horizontal) return {};
+    if (role == Qt::ToolTipRole && section == LossColumn)
+        return tr("The last training loss the run logged");
+    if (role != Qt::DisplayRole) return {};
     switch (section) {
         case NameColumn:
             return tr("Run");
@@ -269,7 +278,7 @@ QVariant RunsModel::headerData(int section, Qt::Orientation o, int role) const {
         case TokensColumn:
             return tr("Tokens");
         case LossColumn:
-            return tr("Last loss");
+            return tr("Loss");
         case WorldSizeColumn:
             return tr("Ranks");
         case ModelColumn:

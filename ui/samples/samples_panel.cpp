@@ -9,7 +9,7 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileInfo>
-#include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -19,6 +19,7 @@
 #include <QRegularExpression>
 #include <QSlider>
 #include <QSpinBox>
+#include <QSplitter>
 #include <QTemporaryFile>
 #include <QTextBrowser>
 #include <QVBoxLayout>
@@ -29,47 +30,61 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     : QWidget(parent), model_(model), command_(new EngineCommand(this)), engine_(findEngine()) {
     connect(command_, &EngineCommand::finished, this, &SamplesPanel::onGenerated);
     setObjectName(QStringLiteral("samplesPanel"));
-    auto* layout = new QVBoxLayout(this);
+    // Side by side: the run's samples by step, then Try it (its controls, then its output). The
+    // dock is a tab at the bottom of a laptop's screen, wide and short: stacked, the output box
+    // was one or two lines tall (issue 45 item 12).
+    auto* layout = new QHBoxLayout(this);
+    layout->setContentsMargins(4, 2, 4, 2);
+    auto* splitter = new QSplitter(Qt::Horizontal, this);
+    splitter->setObjectName(QStringLiteral("samplesSplitter"));
+    splitter->setChildrenCollapsible(false);
+    layout->addWidget(splitter);
+
+    auto* samples = new QWidget(splitter);
+    auto* samplesLayout = new QVBoxLayout(samples);
+    samplesLayout->setContentsMargins(0, 0, 0, 0);
     auto* top = new QHBoxLayout;
-    stepLabel_ = new QLabel(this);
+    stepLabel_ = new QLabel(samples);
     stepLabel_->setObjectName(QStringLiteral("samplesStepLabel"));
-    slider_ = new QSlider(Qt::Horizontal, this);
+    slider_ = new QSlider(Qt::Horizontal, samples);
     slider_->setObjectName(QStringLiteral("samplesSlider"));
     slider_->setToolTip(tr("The step whose samples are shown"));
     top->addWidget(stepLabel_);
     top->addWidget(slider_, 1);
-    layout->addLayout(top);
-    view_ = new QTextBrowser(this);
+    samplesLayout->addLayout(top);
+    view_ = new QTextBrowser(samples);
     view_->setObjectName(QStringLiteral("samplesView"));
     view_->setPlaceholderText(
         tr("No samples yet. Enable trainer.callbacks.sampler in the config to see the model's "
            "text every few steps."));
-    layout->addWidget(view_, 2);
+    view_->setMinimumSize(180, view_->fontMetrics().lineSpacing() * 3);
+    samplesLayout->addWidget(view_, 1);
 
-    auto* box = new QGroupBox(tr("Try it"), this);
-    auto* form = new QVBoxLayout(box);
-    sourceLabel_ = new QLabel(box);
-    sourceLabel_->setObjectName(QStringLiteral("tryItSource"));
-    sourceLabel_->setWordWrap(true);
-    form->addWidget(sourceLabel_);
-    auto* row = new QHBoxLayout;
+    auto* box = new QGroupBox(tr("Try it"), splitter);
+    auto* boxLayout = new QHBoxLayout(box);
+    boxLayout->setContentsMargins(6, 2, 6, 4);
+    auto* controls = new QVBoxLayout;
+    controls->setSpacing(4);
+    boxLayout->addLayout(controls, 0);
     prompt_ = new QLineEdit(box);
     prompt_->setObjectName(QStringLiteral("tryItPrompt"));
+    prompt_->setMinimumWidth(200);
     maxTokens_ = new QSpinBox(box);
+    maxTokens_->setObjectName(QStringLiteral("tryItMaxTokens"));
     maxTokens_->setRange(1, 4096);
     maxTokens_->setValue(32);  // within the tiny preset's 64 positions with a short prompt
-    maxTokens_->setToolTip(tr("New tokens"));
+    maxTokens_->setToolTip(tr("How many tokens to generate after the prompt"));
     temperature_ = new QDoubleSpinBox(box);
     temperature_->setObjectName(QStringLiteral("tryItTemperature"));
     temperature_->setRange(0, 5);
     temperature_->setSingleStep(0.1);
     temperature_->setValue(0.8);
-    temperature_->setToolTip(tr("Temperature (0: greedy)"));
+    temperature_->setSpecialValueText(tr("greedy"));
+    temperature_->setToolTip(tr("Temperature (0: greedy, always the likeliest token)"));
     topK_ = new QSpinBox(box);
     topK_->setObjectName(QStringLiteral("tryItTopK"));
     topK_->setRange(0, 1000000);
-    topK_->setSpecialValueText(tr("top-k off"));
-    topK_->setPrefix(tr("top-k "));
+    topK_->setSpecialValueText(tr("off"));
     topK_->setToolTip(tr("Sample from the K likeliest tokens only (0: all)"));
     topP_ = new QDoubleSpinBox(box);
     topP_->setObjectName(QStringLiteral("tryItTopP"));
@@ -77,7 +92,6 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     topP_->setSingleStep(0.05);
     topP_->setDecimals(2);
     topP_->setValue(1.0);
-    topP_->setPrefix(tr("top-p "));
     topP_->setToolTip(
         tr("Nucleus sampling: the likeliest tokens whose probabilities add up to "
            "P (1: all)"));
@@ -97,30 +111,52 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     generate_->setObjectName(QStringLiteral("tryItGenerate"));
     stop_ = new QPushButton(tr("Stop"), box);
     stop_->setObjectName(QStringLiteral("tryItStop"));
-    // The prompt on a row of its own: the dock stays narrow enough for a 1366-pixel screen.
-    form->addWidget(system_);
-    form->addWidget(prompt_);
-    auto* sampling = new QHBoxLayout;
-    sampling->addWidget(maxTokens_);
-    sampling->addWidget(temperature_);
-    sampling->addWidget(topK_);
-    sampling->addWidget(topP_);
-    sampling->addStretch(1);
-    form->addLayout(sampling);
+    // The system prompt shares the prompt's row (chat only), so chat mode adds no height.
+    auto* promptRow = new QHBoxLayout;
+    promptRow->addWidget(system_, 1);
+    promptRow->addWidget(prompt_, 2);
+    controls->addLayout(promptRow);
+    // Every number is labelled (the bare boxes said nothing of what they set).
+    auto* sampling = new QGridLayout;
+    sampling->setHorizontalSpacing(6);
+    sampling->setVerticalSpacing(2);
+    auto label = [&](const QString& text, QWidget* buddy, int row, int col) {
+        auto* l = new QLabel(text, box);
+        l->setBuddy(buddy);
+        l->setToolTip(buddy->toolTip());
+        sampling->addWidget(l, row, col, Qt::AlignRight);
+        sampling->addWidget(buddy, row, col + 1);
+    };
+    label(tr("&New tokens:"), maxTokens_, 0, 0);
+    label(tr("T&emperature:"), temperature_, 0, 2);
+    label(tr("Top-&k:"), topK_, 1, 0);
+    label(tr("Top-&p:"), topP_, 1, 2);
+    controls->addLayout(sampling);
+    auto* row = new QHBoxLayout;
     row->addWidget(chat_);
     row->addWidget(newChat_);
     row->addStretch(1);
     row->addWidget(generate_);
     row->addWidget(stop_);
-    form->addLayout(row);
+    controls->addLayout(row);
+    // Which checkpoint it generates from; the path can be long: clipped here, whole in the
+    // tooltip.
+    sourceLabel_ = new QLabel(box);
+    sourceLabel_->setObjectName(QStringLiteral("tryItSource"));
+    sourceLabel_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    sourceLabel_->setEnabled(false);
+    controls->addWidget(sourceLabel_);
+    controls->addStretch(1);
     output_ = new QPlainTextEdit(box);
     output_->setObjectName(QStringLiteral("tryItOutput"));
     output_->setReadOnly(true);
-    // Tabbed with the log at the bottom: a low minimum keeps the window within 768 pixels.
-    output_->setMinimumHeight(output_->fontMetrics().lineSpacing() * 2);
-    view_->setMinimumHeight(view_->fontMetrics().lineSpacing() * 3);
-    form->addWidget(output_);
-    layout->addWidget(box, 1);
+    output_->setPlaceholderText(tr("The model's text appears here."));
+    output_->setMinimumSize(200, output_->fontMetrics().lineSpacing() * 3);
+    boxLayout->addWidget(output_, 1);
+    splitter->addWidget(samples);
+    splitter->addWidget(box);
+    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(1, 3);
 
     connect(slider_, &QSlider::valueChanged, this, &SamplesPanel::showIndex);
     connect(model_, &SamplesModel::reset, this, &SamplesPanel::rebuild);
@@ -208,6 +244,7 @@ void SamplesPanel::updateTryIt() {
                                        : tr("Token ids, e.g. 1,2,3 (this run has no tokenizer)"));
     sourceLabel_->setText(source_.isEmpty() ? tr("Select a run or a checkpoint to generate from.")
                                             : tr("Generates from %1").arg(source_));
+    sourceLabel_->setToolTip(sourceLabel_->text());
 }
 
 bool SamplesPanel::isGenerating() const {
