@@ -34,14 +34,18 @@
 #include <QCheckBox>
 #include <QCloseEvent>
 #include <QDialog>
+#include <QDialogButtonBox>
 #include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFontDatabase>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScreen>
@@ -49,6 +53,7 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QStyle>
+#include <QTextCursor>
 #include <QTimer>
 #include <QToolBar>
 #include <QUndoStack>
@@ -95,6 +100,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(run_, &RunController::logLine, logModel_, &LogModel::append);
     connect(run_, &RunController::stateChanged, this, &MainWindow::onStateChanged);
     connect(run_, &RunController::finished, this, &MainWindow::onFinished);
+    connect(run_, &RunController::errorReported, this,
+            [this](const QString& message) { runErrors_ << message; });
     connect(run_, &RunController::checkpointSaved, this,
             [this](const lathe::protocol::CheckpointSaved& c) {
                 statusBar()->showMessage(tr("Checkpoint of step %1 saved to %2")
@@ -717,7 +724,8 @@ bool MainWindow::confirmExistingRun() {
     return keep && box.clickedButton() == keep;
 }
 
-void MainWindow::onStateChanged(RunController::State) {
+void MainWindow::onStateChanged(RunController::State state) {
+    if (state == RunController::State::Starting) runErrors_.clear();
     const bool active = run_->isActive();
     const bool layoutOk = editor_->parallelLayout().ok();
     // Start is off whenever the window already knows the engine would refuse (issue 45 item 4).
@@ -735,6 +743,52 @@ void MainWindow::onStateChanged(RunController::State) {
     }
 }
 
+void MainWindow::showRunFailed(const QString& summary, const QStringList& lastLines) {
+    // The engine's reason in full, in the open (issue 45 item 4: it hid behind "Show Details…" in
+    // a narrow box): what it reported as errors, else the error lines of its output.
+    QStringList reasons = runErrors_;
+    if (reasons.isEmpty())
+        for (const QString& line : lastLines)
+            if (line.contains(QLatin1String("error"), Qt::CaseInsensitive)) reasons << line;
+    reasons.removeDuplicates();
+    auto* box = new QDialog(this);
+    box->setObjectName(QStringLiteral("runFailedBox"));
+    box->setWindowTitle(tr("The run failed"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    auto* layout = new QVBoxLayout(box);
+    auto* head = new QHBoxLayout;
+    auto* icon = new QLabel(box);
+    icon->setPixmap(style()->standardIcon(QStyle::SP_MessageBoxWarning).pixmap(32, 32));
+    head->addWidget(icon, 0, Qt::AlignTop);
+    auto* text = new QVBoxLayout;
+    auto* title = new QLabel(tr("<b>The engine %1.</b>").arg(summary.toHtmlEscaped()), box);
+    text->addWidget(title);
+    auto* reason = new QLabel(box);
+    reason->setObjectName(QStringLiteral("runFailedReason"));
+    reason->setWordWrap(true);
+    reason->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    reason->setText(reasons.isEmpty() ? tr("It reported no error; its last lines are below.")
+                                      : reasons.join(QLatin1Char('\n')));
+    text->addWidget(reason);
+    head->addLayout(text, 1);
+    layout->addLayout(head);
+    layout->addWidget(new QLabel(tr("Its last lines (also in the log):"), box));
+    auto* output = new QPlainTextEdit(box);
+    output->setObjectName(QStringLiteral("runFailedOutput"));
+    output->setReadOnly(true);
+    output->setLineWrapMode(QPlainTextEdit::NoWrap);
+    output->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    output->setPlainText(lastLines.join(QLatin1Char('\n')));
+    output->moveCursor(QTextCursor::End);
+    layout->addWidget(output, 1);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok, box);
+    connect(buttons, &QDialogButtonBox::accepted, box, &QDialog::accept);
+    layout->addWidget(buttons);
+    const QRect room = screen() ? screen()->availableGeometry() : QRect(0, 0, 1366, 768);
+    box->resize(QSize(820, 460).boundedTo(room.size() - QSize(40, 60)));
+    box->open();
+}
+
 void MainWindow::onFinished(int exitCode, const QString& summary, const QStringList& lastLines) {
     const bool ok = run_->state() == RunController::State::Finished;
     statusBar()->showMessage(tr("Engine %1 (exit code %2)").arg(summary).arg(exitCode));
@@ -742,15 +796,7 @@ void MainWindow::onFinished(int exitCode, const QString& summary, const QStringL
         close();
         return;
     }
-    if (!ok) {
-        auto* box = new QMessageBox(QMessageBox::Warning, tr("The run failed"),
-                                    tr("The engine %1.").arg(summary), QMessageBox::Ok, this);
-        box->setObjectName(QStringLiteral("runFailedBox"));
-        box->setInformativeText(tr("The last lines of its output are below and in the log."));
-        box->setDetailedText(lastLines.join(QLatin1Char('\n')));
-        box->setAttribute(Qt::WA_DeleteOnClose);
-        box->open();
-    }
+    if (!ok) showRunFailed(summary, lastLines);
 }
 
 void MainWindow::updateTitle() {

@@ -115,6 +115,8 @@ private:
     /// box's value cannot run the mesh, or is smaller).
     void proposeRanks();
     void onFinished(int exitCode, const QString& summary, const QStringList& lastLines);
+    /// The run failed: the engine's errors in full and its last lines, in a resizable box.
+    void showRunFailed(const QString& summary, const QStringList& lastLines);
     void updateTitle();
     /// Window geometry, docks, plot panels and the editor's session, in QSettings.
     void saveLayout();
@@ -149,6 +151,7 @@ private:
     SamplesModel* samplesModel_ = nullptr;
     SamplesPanel* samplesPanel_ = nullptr;
     QString runsRoot_;
+    QStringList runErrors_;  ///< the errors the running engine reported
     /// Dock sizes of applyDefaultLayout(), applied once the window has its size (QMainWindow
     /// ignores resizeDocks() before that).
     std::optional<std::pair<QSize, bool>> pendingDockSizes_;  ///< the window's size, compact

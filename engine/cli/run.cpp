@@ -268,6 +268,25 @@ void print_run_end(const config::ExperimentConfig& cfg, train::Trainer& trainer,
     std::cout << os.str() << std::flush;
 }
 
+// Removes a run folder this process made when the run never started (no status.json).
+class NewRunFolderGuard {
+public:
+    NewRunFolderGuard(std::string folder, bool armed) : folder_(std::move(folder)), armed_(armed) {}
+    NewRunFolderGuard(const NewRunFolderGuard&) = delete;
+    NewRunFolderGuard& operator=(const NewRunFolderGuard&) = delete;
+    ~NewRunFolderGuard() {
+        if (!armed_) return;
+        std::error_code ec;
+        if (fs::exists(run_folder::join(folder_, run_folder::kStatusFile), ec) || ec) return;
+        fs::remove_all(folder_, ec);
+        if (!ec) log::info("removed {}: the run did not start", folder_);
+    }
+
+private:
+    std::string folder_;
+    bool armed_;
+};
+
 }  // namespace
 
 int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
@@ -286,6 +305,12 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
         cfg.trainer.save_folder = folder;
     }
     const std::string checkpoint_folder = remote ? cfg.trainer.save_folder : folder;
+    // A new run that is refused before it starts (too big, a bad tokenizer, a checkpoint it
+    // cannot load) takes its folder with it: the runs list shows no empty run and the name stays
+    // free (issue 45 item 4). Once status.json is written the run has started, and all stays.
+    std::error_code exists_error;
+    NewRunFolderGuard guard(
+        folder, !opts.bench && env->fs_local_rank() == 0 && !fs::exists(folder, exists_error));
     const std::string log_file =
         opts.bench ? std::string() : open_logs_folder(folder, remote, *env);
     log::setup(rank, dist::should_log(env->world(), cfg.launch.log_filter_type), log_file);

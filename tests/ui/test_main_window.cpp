@@ -25,6 +25,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QMessageBox>
+#include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
@@ -310,6 +311,33 @@ private Q_SLOTS:
 
     // When the window already says the engine will refuse the run (the memory pre-flight),
     // Start is disabled with that reason (issue 45 item 4), and comes back when it fits.
+    // A failed run says why in the open: the engine's error in full and its last lines, not
+    // behind "Show Details…" (issue 45 item 4).
+    void runFailedShowsTheReason() {
+        qputenv("LATHE_FAKE_MODE", "fail");
+        MainWindow w;
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.toolbar()->startAction()->trigger();
+        QDialog* box = nullptr;
+        QTRY_VERIFY_WITH_TIMEOUT(
+            (box = w.findChild<QDialog*>(QStringLiteral("runFailedBox"))) && box->isVisible(),
+            20000);
+        qunsetenv("LATHE_FAKE_MODE");
+        QVERIFY(!qobject_cast<QMessageBox*>(box));  // no details to unfold
+        auto* reason = box->findChild<QLabel*>(QStringLiteral("runFailedReason"));
+        QVERIFY(reason && reason->isVisible());
+        QCOMPARE(reason->text(), QStringLiteral("fake failure: the loss is NaN"));
+        auto* output = box->findChild<QPlainTextEdit*>(QStringLiteral("runFailedOutput"));
+        QVERIFY(output && output->isVisible());
+        QVERIFY2(output->toPlainText().contains(QLatin1String("fake failure: the loss is NaN")),
+                 qPrintable(output->toPlainText()));
+        QVERIFY2(box->width() >= 600 && output->height() >= 150,
+                 qPrintable(QStringLiteral("%1x%2").arg(box->width()).arg(output->height())));
+        box->accept();
+    }
+
     void startIsOffWhenTheEngineWillRefuse() {
         MainWindow w;
         w.show();

@@ -1,5 +1,5 @@
 // lathe-engine train, bench and inspect around a run: a failed start leaves the folder as it
-// was, the memory pre-flight, run notes, reserved cores, bench's figures, inspect.
+// was (and removes a new one), the memory pre-flight, run notes, reserved cores, bench's figures, inspect.
 #include "tests/engine/train/runs_fixture.h"
 
 #include <QDirIterator>
@@ -32,6 +32,8 @@ private Q_SLOTS:
         QVERIFY2(r.exit_code != 0, qPrintable(r.output));
         QCOMPARE(read(config), config_before);
         QCOMPARE(read(status), status_before);
+        QVERIFY(QFile::exists(folder("unchanged") + "/logs/rank0.log"));  // an existing run keeps
+                                                                          // its folder
         r = run_engine({"train", config, "trainer.max_duration=20steps", "launch.num_threads=1"},
                        runs());
         QVERIFY2(r.exit_code == 0, qPrintable(r.output));
@@ -49,7 +51,9 @@ private Q_SLOTS:
                      r.output.contains("is free") && r.output.contains("model.d_model"),
                  qPrintable(r.output));
         QVERIFY2(!r.output.contains("alloc"), qPrintable(r.output));
-        QVERIFY(!QFile::exists(folder("huge") + "/config.json"));  // the run folder is untouched
+        // The refused run's folder was new: it is gone, logs and all (issue 45 item 4), so no
+        // empty run is listed and the name stays free.
+        QVERIFY2(!QFileInfo::exists(folder("huge")), qPrintable(folder("huge")));
         // validate passes it (the config is well formed) and says what it will need.
         auto v = run_engine({"validate", "tiny", "model.d_model=1048576"}, runs());
         QCOMPARE(v.exit_code, 0);
