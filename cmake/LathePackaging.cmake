@@ -5,7 +5,8 @@
 #   lib/lathe/torch/lib/*.so                        LibTorch (Debian has no LibTorch 2.x)
 #   lib/lathe/nvidia/<pkg>/lib/*.so*                the CUDA libraries libtorch_cuda.so loads
 #   share/lathe/presets/*.json, share/applications, share/icons/hicolor, share/metainfo
-#   share/doc/lathe/                                LICENSE, copyright, third-party licences
+#   share/doc/lathe/                                LICENSE, copyright, third-party licences,
+#                                                   README.md and docs/*.md (Help > Documentation)
 #
 # LibTorch keeps the wheel's own layout (torch/lib beside nvidia/*/lib) under lib/lathe/: the
 # wheel's libraries carry RPATHs such as $ORIGIN/../../nvidia/cublas/lib, which then stay valid
@@ -27,6 +28,9 @@ set_property(CACHE LATHE_PACKAGE_ARCHIVE PROPERTY STRINGS TGZ TZST)
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md
         ${PROJECT_SOURCE_DIR}/packaging/copyright
         DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/lathe)
+# The documentation, which Help > Documentation shows.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/lathe/docs
+        FILES_MATCHING PATTERN "*.md")
 
 # ---- LibTorch runtime -------------------------------------------------------------------------
 if(TARGET lathe-engine)

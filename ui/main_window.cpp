@@ -11,6 +11,7 @@
 #include "ui/control/run_toolbar.h"
 #include "ui/data/data_dialog.h"
 #include "ui/data/mixture_editor.h"
+#include "ui/help/help.h"
 #include "ui/logs/log_model.h"
 #include "ui/logs/log_view.h"
 #include "ui/plots/metric_store.h"
@@ -41,6 +42,7 @@
 #include <QFileInfo>
 #include <QFontDatabase>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
@@ -53,6 +55,7 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QStyle>
+#include <QTableWidget>
 #include <QTextCursor>
 #include <QTimer>
 #include <QToolBar>
@@ -75,8 +78,44 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     run_ = new RunController(this);
     session_ = new RunSession(run_, store_, this);
 
-    plots_ = new PlotPanel(store_, this);
-    setCentralWidget(plots_);
+    // The plots, under the first-run bar (shown until dismissed: Help > Getting started keeps
+    // the guide).
+    auto* centre = new QWidget(this);
+    auto* centreLayout = new QVBoxLayout(centre);
+    centreLayout->setContentsMargins(0, 0, 0, 0);
+    centreLayout->setSpacing(0);
+    firstRunBar_ = new QWidget(centre);
+    firstRunBar_->setObjectName(QStringLiteral("firstRunBar"));
+    firstRunBar_->setAutoFillBackground(true);
+    QPalette barPalette = firstRunBar_->palette();
+    barPalette.setColor(QPalette::Window, barPalette.color(QPalette::ToolTipBase));
+    barPalette.setColor(QPalette::WindowText, barPalette.color(QPalette::ToolTipText));
+    firstRunBar_->setPalette(barPalette);
+    auto* barLayout = new QHBoxLayout(firstRunBar_);
+    barLayout->setContentsMargins(8, 3, 4, 3);
+    auto* barText = new QLabel(
+        tr("New to Lathe? Pick a preset on the left and press Start (Ctrl+R): the loss plots "
+           "here as it trains."),
+        firstRunBar_);
+    barText->setWordWrap(true);
+    barLayout->addWidget(barText, 1);
+    auto* barGuide = new QPushButton(tr("Getting started"), firstRunBar_);
+    barGuide->setObjectName(QStringLiteral("firstRunGuide"));
+    barLayout->addWidget(barGuide);
+    auto* barClose = new QPushButton(tr("Dismiss"), firstRunBar_);
+    barClose->setObjectName(QStringLiteral("firstRunDismiss"));
+    barLayout->addWidget(barClose);
+    connect(barGuide, &QPushButton::clicked, this, &MainWindow::showGettingStarted);
+    connect(barClose, &QPushButton::clicked, this, [this] {
+        firstRunBar_->hide();
+        QSettings().setValue(QStringLiteral("help/firstRunDismissed"), true);
+    });
+    firstRunBar_->setVisible(
+        !QSettings().value(QStringLiteral("help/firstRunDismissed"), false).toBool());
+    centreLayout->addWidget(firstRunBar_);
+    plots_ = new PlotPanel(store_, centre);
+    centreLayout->addWidget(plots_, 1);
+    setCentralWidget(centre);
 
     auto* editorDock = new QDockWidget(tr("Config"), this);
     editorDock->setObjectName(QStringLiteral("configDock"));
@@ -550,6 +589,14 @@ void MainWindow::buildMenus() {
     });
 
     auto* help = menuBar()->addMenu(tr("&Help"));
+    auto* guide = help->addAction(tr("&Getting started"), this, &MainWindow::showGettingStarted);
+    guide->setObjectName(QStringLiteral("helpGettingStarted"));
+    auto* docs = help->addAction(tr("&Documentation"), this, [this] { showDocumentation(); });
+    docs->setObjectName(QStringLiteral("helpDocumentation"));
+    docs->setShortcut(QKeySequence::HelpContents);
+    auto* keys = help->addAction(tr("&Keyboard shortcuts"), this, &MainWindow::showShortcuts);
+    keys->setObjectName(QStringLiteral("helpShortcuts"));
+    help->addSeparator();
     help->addAction(tr("&About Lathe"), this, [this] {
         QMessageBox::about(
             this, tr("About Lathe"),
@@ -619,9 +666,65 @@ void MainWindow::showEvent(QShowEvent* event) {
     auto* logDock = findChild<QDockWidget*>(QStringLiteral("logDock"));
     auto* runsDock = findChild<QDockWidget*>(QStringLiteral("runsDock"));
     resizeDocks({editorDock}, {std::clamp(size.width() * 28 / 100, 380, 480)}, Qt::Horizontal);
-    resizeDocks({logDock}, {std::clamp(size.height() / 4, 180, 280)}, Qt::Vertical);
+    resizeDocks({logDock}, {std::clamp(size.height() * 6 / 25, 176, 280)}, Qt::Vertical);
     if (!compact)
         resizeDocks({runsDock}, {std::clamp(size.width() * 27 / 100, 420, 560)}, Qt::Horizontal);
+}
+
+void MainWindow::showGettingStarted() {
+    QMessageBox* box = findChild<QMessageBox*>(QStringLiteral("gettingStartedBox"));
+    if (!box) {
+        box = new QMessageBox(QMessageBox::Information, tr("Getting started"), gettingStartedHtml(),
+                              QMessageBox::Close, this);
+        box->setObjectName(QStringLiteral("gettingStartedBox"));
+        box->setTextFormat(Qt::RichText);
+        box->setWindowModality(Qt::NonModal);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+    }
+    box->show();
+    box->raise();
+}
+
+HelpBrowser* MainWindow::showDocumentation(const QString& page) {
+    if (!helpBrowser_) helpBrowser_ = new HelpBrowser(docsFolder(), this);
+    if (!page.isEmpty()) helpBrowser_->showPage(page);
+    helpBrowser_->show();
+    helpBrowser_->raise();
+    return helpBrowser_;
+}
+
+void MainWindow::showShortcuts() {
+    QDialog* box = findChild<QDialog*>(QStringLiteral("shortcutsBox"));
+    if (!box) {
+        box = new QDialog(this);
+        box->setObjectName(QStringLiteral("shortcutsBox"));
+        box->setWindowTitle(tr("Keyboard shortcuts"));
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        auto* layout = new QVBoxLayout(box);
+        const auto rows = shortcutRows(menuBar());
+        auto* table = new QTableWidget(int(rows.size()), 2, box);
+        table->setObjectName(QStringLiteral("shortcutsTable"));
+        table->setHorizontalHeaderLabels({tr("Command"), tr("Keys")});
+        table->verticalHeader()->hide();
+        table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+        table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+        table->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+        for (int i = 0; i < rows.size(); ++i) {
+            table->setItem(i, 0, new QTableWidgetItem(rows[i].first));
+            table->setItem(i, 1, new QTableWidgetItem(rows[i].second));
+        }
+        layout->addWidget(table);
+        layout->addWidget(new QLabel(
+            tr("Plots: drag to pan, the wheel to zoom, double-click to fit all data. Number "
+               "fields take the wheel only once clicked."),
+            box));
+        auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, box);
+        connect(buttons, &QDialogButtonBox::rejected, box, &QDialog::reject);
+        layout->addWidget(buttons);
+        box->resize(520, 480);
+    }
+    box->show();
+    box->raise();
 }
 
 int MainWindow::cudaDeviceCount() {

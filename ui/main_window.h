@@ -23,6 +23,7 @@ class CheckpointsPanel;
 class CompareView;
 class ConfigEditor;
 class DataDialog;
+class HelpBrowser;
 class ExportDialog;
 class LogModel;
 class LogView;
@@ -99,6 +100,12 @@ public Q_SLOTS:
     /// engine is stopped with a final checkpoint first; called again, the engine is killed. The
     /// application then quits, so its control folder is removed.
     void quitGracefully(const QString& why);
+    /// Help > Getting started: the first-run guide (non-modal).
+    void showGettingStarted();
+    /// Help > Documentation (F1): README.md and docs/*.md in a browser, at `page` if given.
+    HelpBrowser* showDocumentation(const QString& page = {});
+    /// Help > Keyboard shortcuts: every menu shortcut, read from the actions.
+    void showShortcuts();
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -151,7 +158,9 @@ private:
     SamplesModel* samplesModel_ = nullptr;
     SamplesPanel* samplesPanel_ = nullptr;
     QString runsRoot_;
-    QStringList runErrors_;  ///< the errors the running engine reported
+    QStringList runErrors_;
+    QWidget* firstRunBar_ = nullptr;
+    HelpBrowser* helpBrowser_ = nullptr;  ///< the errors the running engine reported
     /// Dock sizes of applyDefaultLayout(), applied once the window has its size (QMainWindow
     /// ignores resizeDocks() before that).
     std::optional<std::pair<QSize, bool>> pendingDockSizes_;  ///< the window's size, compact

@@ -70,7 +70,8 @@ check_prefix() {  # KIND PREFIX
            share/applications/io.github.lathe.Lathe.desktop \
            share/metainfo/io.github.lathe.Lathe.metainfo.xml \
            share/icons/hicolor/scalable/apps/io.github.lathe.Lathe.svg \
-           share/doc/lathe/LICENSE share/doc/lathe/copyright; do
+           share/doc/lathe/LICENSE share/doc/lathe/copyright \
+           share/doc/lathe/README.md share/doc/lathe/docs/gui.md share/doc/lathe/docs/ARCHITECTURE.md; do
     [ -e "$prefix/$f" ] || fail "$kind: $f missing"
   done
   for s in 16 22 24 32 48 64 128 256; do

@@ -3,6 +3,7 @@
 // quitting as the Quit action does.
 #include "ui/config/layout_diagram.h"
 #include "ui/control/run_toolbar.h"
+#include "ui/help/help.h"
 #include "ui/main_window.h"
 
 #include "ui/config/config_editor.h"
@@ -24,19 +25,23 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QListWidget>
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
+#include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTextBrowser>
 #include <QTimer>
 #include <QtTest>
 
 #include <csignal>
 #include <memory>
 
+using lathe::ui::HelpBrowser;
 using lathe::ui::formatSeconds;
 using lathe::ui::MainWindow;
 using State = lathe::ui::RunController::State;
@@ -311,6 +316,57 @@ private Q_SLOTS:
 
     // When the window already says the engine will refuse the run (the memory pre-flight),
     // Start is disabled with that reason (issue 45 item 4), and comes back when it fits.
+    // Help has the documentation, the keyboard shortcuts and a first-run guide, besides About
+    // (issue 45 item 12); the first-run bar goes once dismissed.
+    void helpHasDocsShortcutsAndAGuide() {
+        QSettings().remove(QStringLiteral("help/firstRunDismissed"));
+        {
+            MainWindow w;
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            auto* bar = w.findChild<QWidget*>(QStringLiteral("firstRunBar"));
+            QVERIFY(bar && bar->isVisible());
+            // The guide, from the bar.
+            QTest::mouseClick(w.findChild<QPushButton*>(QStringLiteral("firstRunGuide")),
+                              Qt::LeftButton);
+            auto* guide = w.findChild<QMessageBox*>(QStringLiteral("gettingStartedBox"));
+            QVERIFY(guide && guide->isVisible());
+            QVERIFY(!guide->isModal());
+            QVERIFY(guide->text().contains(QLatin1String("Ctrl+R")));
+            guide->close();
+            // The documentation: README and docs/*.md, rendered.
+            HelpBrowser* docs = w.showDocumentation(QStringLiteral("gui.md"));
+            QVERIFY(docs->isVisible());
+            QVERIFY(docs->pages()->count() > 10);
+            QCOMPARE(docs->pages()->item(0)->text(), QStringLiteral("README.md"));
+            QVERIFY2(docs->browser()->toPlainText().contains(QLatin1String("Fits the screen")),
+                     qPrintable(docs->browser()->toPlainText().left(300)));
+            QVERIFY(docs->showPage(QStringLiteral("ARCHITECTURE.md")));
+            QVERIFY(!docs->showPage(QStringLiteral("nothing.md")));
+            docs->close();
+            // The shortcuts, read from the menus.
+            w.showShortcuts();
+            auto* table = w.findChild<QTableWidget*>(QStringLiteral("shortcutsTable"));
+            QVERIFY(table && table->isVisible());
+            QMap<QString, QString> keys;
+            for (int r = 0; r < table->rowCount(); ++r)
+                keys[table->item(r, 0)->text()] = table->item(r, 1)->text();
+            QCOMPARE(keys.value(QStringLiteral("Run > Start")), QStringLiteral("Ctrl+R"));
+            QCOMPARE(keys.value(QStringLiteral("File > Save config")), QStringLiteral("Ctrl+S"));
+            QCOMPARE(keys.value(QStringLiteral("Help > Documentation")), QStringLiteral("F1"));
+            QVERIFY(keys.contains(QStringLiteral("Run > Stop")));
+            // Dismissed, the bar stays away in the next session.
+            QTest::mouseClick(w.findChild<QPushButton*>(QStringLiteral("firstRunDismiss")),
+                              Qt::LeftButton);
+            QVERIFY(!bar->isVisible());
+        }
+        MainWindow again;
+        again.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&again));
+        QVERIFY(!again.findChild<QWidget*>(QStringLiteral("firstRunBar"))->isVisible());
+        QSettings().remove(QStringLiteral("help/firstRunDismissed"));
+    }
+
     // A failed run says why in the open: the engine's error in full and its last lines, not
     // behind "Show Details…" (issue 45 item 4).
     void runFailedShowsTheReason() {

@@ -36,7 +36,7 @@ class MetricPlot : public QCustomPlot {
 public:
     /// The smallest a panel gets: below this, y labels overlap and the legend is cut off.
     static constexpr int kMinimumWidth = 300;
-    static constexpr int kMinimumHeight = 210;
+    static constexpr int kMinimumHeight = 200;
 
     MetricPlot(MetricGroup group, MetricStore* store, QWidget* parent = nullptr);
 
