@@ -41,8 +41,8 @@
 #include <csignal>
 #include <memory>
 
-using lathe::ui::HelpBrowser;
 using lathe::ui::formatSeconds;
+using lathe::ui::HelpBrowser;
 using lathe::ui::MainWindow;
 using State = lathe::ui::RunController::State;
 
