@@ -111,6 +111,9 @@ WorldInfo read_world_info() {
     WorldInfo w;
     if (env("RANK") || env("WORLD_SIZE")) {
         w.source = "torchrun variables";
+        // torch elastic's restart of the group (--max-restarts): said in the log's world line.
+        if (const auto restart = env("TORCHELASTIC_RESTART_COUNT"); restart && *restart != "0")
+            w.source += ", restart " + *restart;
         w.rank = env_int("RANK", env("RANK").value_or("0"));
         w.world_size = env_int("WORLD_SIZE", env("WORLD_SIZE").value_or("1"));
         w.local_rank = env_int("LOCAL_RANK", env("LOCAL_RANK").value_or(std::to_string(w.rank)));

@@ -2,6 +2,7 @@
 // an error at a chosen step), a busy port, and two launchers acting as two nodes on loopback.
 #include "tests/engine_runner.h"
 
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -13,6 +14,8 @@
 
 #include <cmath>
 #include <csignal>
+#include <memory>
+#include <vector>
 
 using namespace lathe::testing;
 
@@ -474,6 +477,111 @@ private Q_SLOTS:
         for (auto it = want.begin(); it != want.end(); ++it)
             QVERIFY2(got[it.key()] == it.value(),
                      qPrintable(QString("step %1: %2 under torchrun, %3 under launch")
+                                    .arg(it.key())
+                                    .arg(got[it.key()], 0, 'g', 17)
+                                    .arg(it.value(), 0, 'g', 17)));
+    }
+
+    // Two torchrun agents on loopback, one rank each, meeting through torch elastic's c10d
+    // rendezvous as two machines' agents do (issue 46 item 1): the losses equal launch --nproc
+    // 2's bit for bit. The same runs folder for both stands for a shared filesystem.
+    void twoNodesUnderTorchrun() {
+        const QString torchrun = qEnvironmentVariable("LATHE_TORCHRUN");
+        if (torchrun.isEmpty() || !QFileInfo(torchrun).isExecutable())
+            QSKIP("no torchrun: LATHE_TORCHRUN names the test environment's (setup.sh test)");
+        const QStringList steps{"trainer.max_duration=8steps"};
+        if (!QFileInfo::exists(folder("trlaunch") + "/metrics.jsonl")) {
+            auto ref = run_engine(
+                QStringList{"launch", "--nproc", "2"} + common("trlaunch") + steps, dir_.path());
+            QVERIFY2(ref.exit_code == 0, qPrintable(ref.output));
+        }
+        const QString port = free_port();
+        std::vector<std::unique_ptr<QProcess>> nodes;
+        for (int n = 0; n < 2; ++n) {
+            auto p = std::make_unique<QProcess>();
+            auto e = QProcessEnvironment::systemEnvironment();
+            e.insert("LATHE_RUNS_DIR", dir_.path());
+            p->setProcessEnvironment(e);
+            p->setProcessChannelMode(QProcess::MergedChannels);
+            p->start(torchrun, QStringList{"--no-python", "--nnodes", "2", "--nproc-per-node", "1",
+                                           "--max-restarts", "0", "--rdzv-backend", "c10d",
+                                           "--rdzv-endpoint", "127.0.0.1:" + port, "--rdzv-id",
+                                           "lathe-two-nodes", engine_path(), "train"} +
+                                   common("trnodes") + steps);
+            nodes.push_back(std::move(p));
+        }
+        for (auto& p : nodes) {
+            QVERIFY(p->waitForFinished(300000));
+            QVERIFY2(p->exitStatus() == QProcess::NormalExit && p->exitCode() == 0,
+                     p->readAll().constData());
+        }
+        const QString log = read_text(folder("trnodes") + "/logs/rank1.log");
+        QVERIFY2(log.contains("world: 2 rank(s) (torchrun variables)"), qPrintable(log));
+        const auto want = losses(read_metrics(folder("trlaunch") + "/metrics.jsonl"));
+        const auto got = losses(read_metrics(folder("trnodes") + "/metrics.jsonl"));
+        QCOMPARE(want.size(), 8);
+        QCOMPARE(got, want);
+    }
+
+    // torch elastic's restarts (issue 46 item 1): under --max-restarts 1 a rank killed mid-run
+    // makes torchrun start the group again, and the new group resumes from the run's newest
+    // complete checkpoint by itself (the same command: the run folder exists). Every step's loss,
+    // the repeated ones included, equals an uninterrupted launch --nproc 2 run's.
+    void elasticRestartResumes() {
+        const QString torchrun = qEnvironmentVariable("LATHE_TORCHRUN");
+        if (torchrun.isEmpty() || !QFileInfo(torchrun).isExecutable())
+            QSKIP("no torchrun: LATHE_TORCHRUN names the test environment's (setup.sh test)");
+        const QStringList cfg{"trainer.max_duration=60steps",
+                              "trainer.callbacks.checkpointer.save_interval=5"};
+        auto ref =
+            run_engine(QStringList{"launch", "--nproc", "2"} + common("elref") + cfg, dir_.path());
+        QVERIFY2(ref.exit_code == 0, qPrintable(ref.output));
+
+        QProcess p;
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert("LATHE_RUNS_DIR", dir_.path());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(torchrun, QStringList{"--no-python", "--nproc-per-node", "2", "--max-restarts", "1",
+                                      "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                      "127.0.0.1:" + free_port(), engine_path(), "train"} +
+                              common("elastic") + cfg);
+        QVERIFY(p.waitForStarted());
+        // Rank 1 of the first attempt, once a checkpoint is behind it: found by its environment.
+        const QString metrics = folder("elastic") + "/metrics.jsonl";
+        QTRY_VERIFY_WITH_TIMEOUT(read_metrics(metrics).size() >= 12, 120000);
+        qint64 victim = 0;
+        for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+            QFile f("/proc/" + pid + "/environ");
+            if (!f.open(QIODevice::ReadOnly)) continue;
+            const QList<QByteArray> vars = f.readAll().split('\0');
+            if (vars.contains("RANK=1") && vars.contains("TORCHELASTIC_RESTART_COUNT=0") &&
+                vars.contains("LATHE_RUNS_DIR=" + dir_.path().toUtf8()))
+                victim = pid.toLongLong();
+        }
+        QVERIFY2(victim > 0, "rank 1 of the first attempt not found");
+        const qint64 killedAfter = read_metrics(metrics).lastKey();
+        QVERIFY2(killedAfter < 55, "the run was nearly over before rank 1 could be killed");
+        QCOMPARE(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+
+        QVERIFY(p.waitForFinished(300000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0, qPrintable(out));
+        const QString log = read_text(folder("elastic") + "/logs/rank0.log");
+        QVERIFY2(log.contains("(torchrun variables, restart 1)"), qPrintable(log.right(3000)));
+        QRegularExpressionMatch loaded =
+            QRegularExpression("loaded checkpoint \\S+/step(\\d+) \\(step").match(log);
+        QVERIFY2(loaded.hasMatch(), qPrintable(log.right(3000)));
+        QVERIFY(loaded.captured(1).toInt() >= 5 && loaded.captured(1).toInt() <= killedAfter);
+        QCOMPARE(read_json(folder("elastic") + "/status.json").value("state").toString(),
+                 QString("finished"));
+        const auto want = losses(read_metrics(folder("elref") + "/metrics.jsonl"));
+        const auto got = losses(read_metrics(metrics));
+        QCOMPARE(want.size(), 60);
+        QCOMPARE(got.keys(), want.keys());
+        for (auto it = want.begin(); it != want.end(); ++it)
+            QVERIFY2(got[it.key()] == it.value(),
+                     qPrintable(QString("step %1: %2 after the restart, %3 uninterrupted")
                                     .arg(it.key())
                                     .arg(got[it.key()], 0, 'g', 17)
                                     .arg(it.value(), 0, 'g', 17)));
