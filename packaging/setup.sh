@@ -32,6 +32,9 @@ PKGS=(build-essential cmake ninja-build ccache git pkg-config python3 python3-ve
       libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev libgloo-dev libpcre2-dev
       libsentencepiece-dev libutf8proc-dev zlib1g-dev libzstd-dev zstd libcurl4-openssl-dev
       xvfb xauth xdotool desktop-file-utils appstream dpkg-dev file clang-format clang-tidy)
+# The suite's single-machine Slurm (tests/engine/distributed/slurm_cluster.sh starts and stops its
+# own daemons in a temporary folder; nothing is configured system-wide).
+[ "$MODE" = test ] && PKGS+=(slurmctld slurmd munge slurm-client)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

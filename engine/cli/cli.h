@@ -32,6 +32,7 @@ int cmd_chat(const Args& args);
 int cmd_dataset(const Args& args);
 int cmd_runs(const Args& args);
 int cmd_notes(const Args& args);
+int cmd_slurm_script(const Args& args);
 
 }  // namespace lathe::cli
 

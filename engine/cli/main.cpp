@@ -61,6 +61,10 @@ Commands:
                                      (status "running" but its process is gone), with tags
   notes RUN_DIR [--tags a,b]         a run's tags and notes (notes.json; the Runs dock edits
         [--notes TEXT]               them too): prints them, or sets what is given
+  slurm-script CONFIG --nodes N      an sbatch script that trains CONFIG under Slurm: srun (one
+        [--gpus-per-node G] ...      rank a task) or --launcher torchrun (one agent a node),
+                                     SIGTERM before --time ends (final checkpoint), requeueable
+                                     (resumes); --out FILE; see docs/multi-node.md
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
@@ -109,6 +113,7 @@ int main(int argc, char** argv) {
         {"dataset", cmd_dataset},
         {"runs", cmd_runs},
         {"notes", cmd_notes},
+        {"slurm-script", cmd_slurm_script},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {
