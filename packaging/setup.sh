@@ -67,10 +67,10 @@ fi
 # Test-only Python tools, in the same environment as LibTorch's torch (tests labelled peer and
 # remote use them): an independent JSON Schema validator, TensorBoard's event reader, numpy, the
 # reference trainer OLMo-core (which accepts this torch), Hugging Face transformers, safetensors,
-# tokenizers and sentencepiece, and moto's S3 server. The marker names the list, so a new list
-# installs again.
+# tokenizers and sentencepiece, moto's S3 server, and the Kubernetes client (its API types check
+# the manifests of k8s-manifest). The marker names the list, so a new list installs again.
 TEST_TOOLS=(jsonschema tensorboard numpy "ai2-olmo-core==3.0.0" transformers safetensors tokenizers
-            sentencepiece "moto[server]")
+            sentencepiece "moto[server]" kubernetes)
 TEST_TOOLS_MARK="$VENV/.test-tools-$(printf '%s ' "${TEST_TOOLS[@]}" | cksum | cut -d' ' -f1)"
 if [ "$MODE" = test ] && [ -x "$VENV/bin/pip" ] && [ ! -f "$TEST_TOOLS_MARK" ]; then
   say "installing test tools (${TEST_TOOLS[*]}) into $VENV"

@@ -33,6 +33,7 @@ int cmd_dataset(const Args& args);
 int cmd_runs(const Args& args);
 int cmd_notes(const Args& args);
 int cmd_slurm_script(const Args& args);
+int cmd_k8s_manifest(const Args& args);
 
 }  // namespace lathe::cli
 

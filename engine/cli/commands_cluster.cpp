@@ -1,5 +1,7 @@
-// lathe-engine slurm-script: a batch script for Slurm's sbatch that trains a config on a cluster
-// (issue 46 item 2; docs/multi-node.md "Slurm").
+// lathe-engine slurm-script and k8s-manifest: what trains a config on a cluster (issue 46 items 2
+// and 3; docs/multi-node.md "Slurm" and "Kubernetes").
+//
+// slurm-script: a batch script for Slurm's sbatch.
 //
 // The script carries the resolved config inline (so the job trains exactly what was checked
 // here, whatever happens to the file later), runs one engine per task with srun (each reads its
@@ -7,11 +9,19 @@
 // SIGTERM ahead of the time limit (--signal), which the engine answers with a final checkpoint.
 // It is requeueable: a requeued job (scontrol requeue, a preemption, a node failure) runs the same
 // command, and the engine resumes from the run's newest checkpoint.
+//
+// k8s-manifest: Kubernetes objects (YAML) that run torchrun --no-python on every node with c10d
+// rendezvous, the command test_launcher runs for real: a Kubeflow PyTorchJob, or for clusters
+// without the training operator an indexed Job and the headless Service its pods meet through.
+// The config travels in a ConfigMap; the run folder is a persistent volume claim, or the
+// checkpoints go to an s3:// trainer.save_folder.
 #include "engine/cli/cli.h"
 #include "engine/cli/run.h"
 #include "engine/config/io.h"
 #include "engine/run_folder/layout.h"
 #include "engine/util/error.h"
+
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -180,6 +190,239 @@ int cmd_slurm_script(const Args& args) {
         std::cerr << "wrote " << out << ": sbatch " << out << "\n";
     } else {
         std::cout << script;
+    }
+    return kExitOk;
+}
+
+namespace {
+
+using Json = config::Json;
+
+// A Kubernetes object name: lowercase letters, digits and '-', starting and ending alphanumeric,
+// at most `max` characters (a Service name is a DNS label of 63; a Job's pods add "-N-xxxxx").
+std::string k8s_name(const std::string& run, size_t max) {
+    std::string out;
+    for (char c : run) {
+        const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (std::isalnum(static_cast<unsigned char>(l)))
+            out += l;
+        else if (!out.empty() && out.back() != '-')
+            out += '-';
+    }
+    if (out.size() > max) out.resize(max);
+    while (!out.empty() && out.back() == '-') out.pop_back();
+    if (out.empty() || !std::isalpha(static_cast<unsigned char>(out.front()))) out = "lathe-" + out;
+    if (out.size() > max) out.resize(max);
+    while (!out.empty() && out.back() == '-') out.pop_back();
+    return out;
+}
+
+// Kubernetes quantities: "4", "500m", "16Gi".
+bool valid_quantity(const std::string& q) {
+    static const char* suffixes[] = {"", "m", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"};
+    size_t i = 0;
+    while (i < q.size() && (std::isdigit(static_cast<unsigned char>(q[i])) || q[i] == '.')) ++i;
+    if (i == 0) return false;
+    const std::string suffix = q.substr(i);
+    for (const char* s : suffixes)
+        if (suffix == s) return true;
+    return false;
+}
+
+}  // namespace
+
+int cmd_k8s_manifest(const Args& args) {
+    const char* usage =
+        "usage: lathe-engine k8s-manifest CONFIG [a.b=value ...] --image IMAGE --nodes N\n"
+        "         [--gpus-per-node G] [--nproc-per-node P] [--kind pytorchjob|job]\n"
+        "         [--pvc CLAIM] [--namespace NS] [--name NAME] [--cpu Q] [--memory Q]\n"
+        "         [--max-restarts R] [--engine PATH] [--out FILE]\n";
+    auto p = parse_args(args, {"--image", "--nodes", "--gpus-per-node", "--nproc-per-node",
+                               "--kind", "--pvc", "--namespace", "--name", "--cpu", "--memory",
+                               "--max-restarts", "--engine", "--out"});
+    if (p.spec.empty() && p.errors.empty()) {
+        std::cerr << usage;
+        return kExitUsage;
+    }
+    config::ExperimentConfig cfg;
+    if (!load_config(p, "k8s-manifest", cfg)) {
+        std::cerr << usage;
+        return kExitUsage;
+    }
+    int64_t nodes = 0, gpus = 0, nproc = 0, restarts = 0;
+    std::string kind, image;
+    const bool s3 = cfg.trainer.save_folder.rfind("s3://", 0) == 0;
+    try {
+        nodes = count_option(p, "--nodes", 1, 1);
+        gpus = count_option(p, "--gpus-per-node", 0, 0);
+        nproc = count_option(p, "--nproc-per-node", gpus > 0 ? gpus : 1, 1);
+        restarts = count_option(p, "--max-restarts", 3, 0);
+        if (gpus > 0 && nproc != gpus)
+            throw Error("--nproc-per-node " + std::to_string(nproc) + " with --gpus-per-node " +
+                        std::to_string(gpus) + ": one rank per GPU, so give the same number");
+        kind = p.option("--kind", "pytorchjob");
+        if (kind != "pytorchjob" && kind != "job")
+            throw Error("--kind " + kind + ": pytorchjob (Kubeflow) or job (an indexed Job)");
+        image = p.option("--image");
+        if (image.empty()) throw Error("--image: the container image that has lathe-engine");
+        if (!p.has("--pvc") && !s3)
+            throw Error(
+                "no --pvc CLAIM and trainer.save_folder is not s3://: the checkpoints "
+                "would vanish with the pods; give a persistent volume claim for the "
+                "runs folder or an s3:// save folder");
+        for (const char* q : {"--cpu", "--memory"})
+            if (p.has(q) && !valid_quantity(p.option(q)))
+                throw Error(std::string(q) + " " + p.option(q) +
+                            ": a Kubernetes quantity (4, 500m, 16Gi)");
+        if (p.has("--name") && k8s_name(p.option("--name"), 40) != p.option("--name"))
+            throw Error("--name " + p.option("--name") +
+                        ": lowercase letters, digits and '-', starting with a letter, at most "
+                        "40 characters");
+    } catch (const Error& e) {
+        std::cerr << "lathe-engine k8s-manifest: " << e.what() << "\n" << usage;
+        return kExitUsage;
+    }
+    if (!layout_runs(cfg, nodes * nproc, nodes)) return kExitUsage;
+
+    const std::string name = p.option("--name", k8s_name(cfg.run_name, 40));
+    const std::string ns = p.option("--namespace", "");
+    const std::string engine = p.option("--engine", "lathe-engine");
+    const std::string runs_dir = "/lathe/runs";
+    const std::string config_dir = "/lathe/config";
+    const int port = 29500;
+    auto metadata = [&](const std::string& object) {
+        Json m = {{"name", object},
+                  {"labels",
+                   {{"app.kubernetes.io/name", "lathe"}, {"app.kubernetes.io/instance", name}}}};
+        if (!ns.empty()) m["namespace"] = ns;
+        return m;
+    };
+
+    // The resolved config, as the engine will read it: the ConfigMap is written by hand, so
+    // that the JSON is a readable block (|) instead of one escaped string.
+    std::ostringstream config_map;
+    config_map << config::dump_document(
+        {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", metadata(name + "-config")}},
+        config::Format::yaml);
+    config_map << "data:\n  config.json: |\n";
+    std::istringstream lines(config::dump_document(config::to_json(cfg), config::Format::json));
+    for (std::string line; std::getline(lines, line);) config_map << "    " << line << "\n";
+
+    // torchrun --no-python with c10d rendezvous at rank 0's pod, as test_launcher runs it.
+    auto torchrun = [&](const std::string& endpoint) {
+        return Json::array({"torchrun", "--no-python", "--nnodes", std::to_string(nodes),
+                            "--nproc-per-node", std::to_string(nproc), "--max-restarts",
+                            std::to_string(restarts), "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                            endpoint, "--rdzv-id", name, engine, "train",
+                            config_dir + "/config.json"});
+    };
+    auto container = [&](const Json& command) {
+        Json c = {{"name", "lathe"},
+                  {"image", image},
+                  {"command", command},
+                  {"env", Json::array({{{"name", "LATHE_RUNS_DIR"}, {"value", runs_dir}},
+                                       {{"name", "LOG_FILTER_TYPE"}, {"value", "rank0_only"}}})},
+                  {"ports", Json::array({{{"name", "c10d"}, {"containerPort", port}}})},
+                  {"volumeMounts",
+                   Json::array({{{"name", "config"}, {"mountPath", config_dir}, {"readOnly", true}},
+                                {{"name", "runs"}, {"mountPath", runs_dir}},
+                                {{"name", "dshm"}, {"mountPath", "/dev/shm"}}})}};
+        Json limits = Json::object(), requests = Json::object();
+        if (gpus > 0) limits["nvidia.com/gpu"] = std::to_string(gpus);
+        if (p.has("--cpu")) requests["cpu"] = p.option("--cpu");
+        if (p.has("--memory")) {
+            requests["memory"] = p.option("--memory");
+            limits["memory"] = p.option("--memory");
+        }
+        if (!limits.empty() || !requests.empty()) {
+            Json r = Json::object();
+            if (!limits.empty()) r["limits"] = limits;
+            if (!requests.empty()) r["requests"] = requests;
+            c["resources"] = r;
+        }
+        return c;
+    };
+    Json runs_volume = {{"name", "runs"}};
+    if (p.has("--pvc"))
+        runs_volume["persistentVolumeClaim"] = {{"claimName", p.option("--pvc")}};
+    else
+        runs_volume["emptyDir"] = Json::object();  // logs only: the checkpoints go to s3://
+    const Json volumes = Json::array(
+        {{{"name", "config"}, {"configMap", {{"name", name + "-config"}}}},
+         runs_volume,
+         // NCCL and the data loader's workers need more shared memory than a pod's 64 MB.
+         {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}}});
+
+    std::vector<Json> objects;
+    if (kind == "pytorchjob") {
+        // The training operator sets MASTER_ADDR and MASTER_PORT to the Master replica's service.
+        auto replica = [&](int64_t replicas) {
+            return Json{
+                {"replicas", replicas},
+                {"restartPolicy", "OnFailure"},
+                {"template",
+                 {{"metadata",
+                   {{"labels",
+                     {{"app.kubernetes.io/name", "lathe"}, {"app.kubernetes.io/instance", name}}}}},
+                  {"spec",
+                   {{"containers",
+                     Json::array({container(torchrun("$(MASTER_ADDR):$(MASTER_PORT)"))})},
+                    {"volumes", volumes}}}}}};
+        };
+        Json specs = {{"Master", replica(1)}};
+        if (nodes > 1) specs["Worker"] = replica(nodes - 1);
+        objects.push_back({{"apiVersion", "kubeflow.org/v1"},
+                           {"kind", "PyTorchJob"},
+                           {"metadata", metadata(name)},
+                           {"spec",
+                            {{"nprocPerNode", std::to_string(nproc)},
+                             {"runPolicy", {{"backoffLimit", restarts}}},
+                             {"pytorchReplicaSpecs", specs}}}});
+    } else {
+        // Pods of an indexed Job are named NAME-INDEX; with subdomain = the headless Service,
+        // NAME-0.NAME resolves to rank 0's pod, which hosts the c10d rendezvous.
+        objects.push_back(
+            {{"apiVersion", "v1"},
+             {"kind", "Service"},
+             {"metadata", metadata(name)},
+             {"spec",
+              {{"clusterIP", "None"},
+               {"selector", {{"job-name", name}}},
+               {"ports", Json::array({{{"name", "c10d"}, {"port", port}, {"targetPort", port}}})},
+               {"publishNotReadyAddresses", true}}}});
+        const std::string endpoint = name + "-0." + name + ":" + std::to_string(port);
+        objects.push_back(
+            {{"apiVersion", "batch/v1"},
+             {"kind", "Job"},
+             {"metadata", metadata(name)},
+             {"spec",
+              {{"completionMode", "Indexed"},
+               {"completions", nodes},
+               {"parallelism", nodes},
+               {"backoffLimit", restarts},
+               {"template",
+                {{"metadata",
+                  {{"labels",
+                    {{"app.kubernetes.io/name", "lathe"}, {"app.kubernetes.io/instance", name}}}}},
+                 {"spec",
+                  {{"subdomain", name},
+                   {"restartPolicy", "Never"},
+                   {"containers", Json::array({container(torchrun(endpoint))})},
+                   {"volumes", volumes}}}}}}}});
+    }
+    std::ostringstream out;
+    out << "# Written by `lathe-engine k8s-manifest` for run '" << cfg.run_name << "': " << nodes
+        << " node(s) x " << nproc << " rank(s). Apply with kubectl apply -f.\n";
+    out << "---\n" << config_map.str();
+    for (const auto& o : objects) out << "---\n" << config::dump_document(o, config::Format::yaml);
+    const std::string text = out.str();
+    if (p.has("--out")) {
+        const std::string path = p.option("--out");
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        if (!f || !(f << text) || !f.flush()) throw Error("--out " + path + ": cannot write it");
+        std::cerr << "wrote " << path << ": kubectl apply -f " << path << "\n";
+    } else {
+        std::cout << text;
     }
     return kExitOk;
 }

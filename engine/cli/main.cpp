@@ -65,6 +65,9 @@ Commands:
         [--gpus-per-node G] ...      rank a task) or --launcher torchrun (one agent a node),
                                      SIGTERM before --time ends (final checkpoint), requeueable
                                      (resumes); --out FILE; see docs/multi-node.md
+  k8s-manifest CONFIG --image IMAGE  Kubernetes YAML that trains CONFIG with torchrun on --nodes N
+        --nodes N [--pvc CLAIM] ...  pods: a Kubeflow PyTorchJob, or --kind job (an indexed Job
+                                     and a headless Service); the config in a ConfigMap
   validate CONFIG [a.b=value ...]    check a config; prints every problem as PATH: REASON, exit 2
   config [CONFIG] [a.b=value ...]    print the resolved config (--format json|yaml)
   schema                             print the JSON Schema of the config
@@ -114,6 +117,7 @@ int main(int argc, char** argv) {
         {"runs", cmd_runs},
         {"notes", cmd_notes},
         {"slurm-script", cmd_slurm_script},
+        {"k8s-manifest", cmd_k8s_manifest},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {
