@@ -34,6 +34,7 @@ int cmd_runs(const Args& args);
 int cmd_notes(const Args& args);
 int cmd_slurm_script(const Args& args);
 int cmd_k8s_manifest(const Args& args);
+int cmd_control(const Args& args);
 
 }  // namespace lathe::cli
 

@@ -18,7 +18,9 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/run.h"
 #include "engine/config/io.h"
+#include "engine/run_folder/control_requests.h"
 #include "engine/run_folder/layout.h"
+#include "engine/run_folder/records.h"
 #include "engine/util/error.h"
 
 #include <nlohmann/json.hpp>
@@ -30,6 +32,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 namespace lathe::cli {
 
@@ -425,6 +428,95 @@ int cmd_k8s_manifest(const Args& args) {
         std::cout << text;
     }
     return kExitOk;
+}
+
+int cmd_control(const Args& args) {
+    const char* usage =
+        "usage: lathe-engine control RUN_DIR checkpoint|stop [--no-checkpoint] [--wait SECONDS]\n";
+    // RUN_DIR and the command come first; the options after them.
+    Args positional, rest;
+    for (const auto& a : args)
+        (a.rfind("--", 0) == 0 || !rest.empty() ? rest : positional).push_back(a);
+    auto p = parse_args(rest, {"--wait"}, {"--no-checkpoint"});
+    if (!p.errors.empty() || !p.spec.empty() || positional.size() != 2) {
+        std::cerr << "lathe-engine control: "
+                  << (!p.errors.empty()    ? p.errors[0]
+                      : !p.spec.empty()    ? "unexpected argument " + p.spec
+                      : positional.empty() ? std::string("no run folder given")
+                      : positional.size() == 1
+                          ? std::string("no command given (checkpoint or stop)")
+                          : "unexpected argument " + positional[2])
+                  << "\n"
+                  << usage;
+        return kExitUsage;
+    }
+    const std::string& run = positional[0];
+    const std::string& what = positional[1];
+    run_folder::ControlCommand command{};
+    if (what == "checkpoint" && !p.has("--no-checkpoint")) {
+        command = run_folder::ControlCommand::checkpoint;
+    } else if (what == "stop") {
+        command = p.has("--no-checkpoint") ? run_folder::ControlCommand::stop_without_checkpoint
+                                           : run_folder::ControlCommand::stop;
+    } else {
+        std::cerr << "lathe-engine control: " << what
+                  << (what == "checkpoint" ? ": --no-checkpoint goes with stop"
+                                           : ": not a command (checkpoint or stop)")
+                  << "\n"
+                  << usage;
+        return kExitUsage;
+    }
+    int64_t wait_s = 0;
+    try {
+        wait_s = count_option(p, "--wait", 0, 0);
+    } catch (const Error& e) {
+        std::cerr << "lathe-engine control: " << e.what() << "\n" << usage;
+        return kExitUsage;
+    }
+    if (!run_folder::is_run_folder(run)) {
+        std::cerr << "lathe-engine control: " << run << ": not a run folder\n";
+        return kExitFailure;
+    }
+    // A request waits for the run's next start otherwise, and would stop that instead.
+    std::string error;
+    const auto status = run_folder::read_record<run_folder::RunStatus>(
+        run_folder::join(run, run_folder::kStatusFile), &error);
+    if (!status || status->state != run_folder::RunStatus::kRunning) {
+        std::cerr << "lathe-engine control: " << run << ": the run is not running ("
+                  << (status ? "status " + status->state : "no status: " + error)
+                  << "); nothing to ask\n";
+        return kExitFailure;
+    }
+    const std::string path = run_folder::write_control_request(run, command);
+    std::cout << "asked " << run << " to " << (what == "stop" ? "stop" : "save a checkpoint")
+              << (command == run_folder::ControlCommand::stop_without_checkpoint
+                      ? " without a final checkpoint"
+                      : "")
+              << ": " << path << "\n";
+    if (wait_s == 0) {
+        std::cout << "rank 0 takes it at its next step\n";
+        return kExitOk;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (!std::filesystem::exists(path)) {
+            const std::string refused =
+                run_folder::join(run_folder::join(run, run_folder::kControlDir),
+                                 ".refused-" + std::filesystem::path(path).filename().string());
+            if (std::filesystem::exists(refused)) {
+                std::cerr << "lathe-engine control: the run refused the request (its log says "
+                             "why)\n";
+                return kExitFailure;
+            }
+            std::cout << "taken by the run\n";
+            return kExitOk;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::cerr << "lathe-engine control: not taken within " << wait_s
+              << " s: is the run on another machine whose folder this is not, or stuck? The "
+                 "request stays until the run takes it\n";
+    return kExitFailure;
 }
 
 }  // namespace lathe::cli

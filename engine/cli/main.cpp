@@ -59,6 +59,9 @@ Commands:
   runs [ROOT] [--json]               the runs under ROOT (default: the runs folder) and where each
                                      stands: running, finished, stopped, failed, or interrupted
                                      (status "running" but its process is gone), with tags
+  control RUN_DIR checkpoint|stop    ask a running run (started anywhere: a cluster job, a shell)
+        [--no-checkpoint] [--wait S] for a checkpoint or a stop at its next step, through its
+                                     folder's control drop-box (control/)
   notes RUN_DIR [--tags a,b]         a run's tags and notes (notes.json; the Runs dock edits
         [--notes TEXT]               them too): prints them, or sets what is given
   slurm-script CONFIG --nodes N      an sbatch script that trains CONFIG under Slurm: srun (one
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
         {"notes", cmd_notes},
         {"slurm-script", cmd_slurm_script},
         {"k8s-manifest", cmd_k8s_manifest},
+        {"control", cmd_control},
     };
     auto it = commands.find(args[0]);
     if (it == commands.end()) {

@@ -352,6 +352,10 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     if (!opts.control_socket.empty() && rank == 0) {
         trainer.add_callback("control_channel", train::make_control_channel(opts.control_socket));
     }
+    // The run folder's drop-box: checkpoint and stop requests from `lathe-engine control` (a
+    // cluster job, a shell), read by rank 0 of the machine whose run folder it is.
+    if (!opts.bench && rank == 0)
+        trainer.add_callback("control_dropbox", train::make_control_dropbox(folder));
     if (opts.customize) opts.customize(trainer);
     log_run_start(cfg, opts, folder, *env, tm, split, loader);
 

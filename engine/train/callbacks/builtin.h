@@ -67,6 +67,8 @@ std::unique_ptr<Callback> make_bench_timer(const BenchTimerOptions& o,
                                            std::shared_ptr<BenchResults> results);
 /// Rank 0's end of the GUI's control channel at `socket_path`.
 std::unique_ptr<Callback> make_control_channel(const std::string& socket_path);
+/// Rank 0's reader of the run folder's control drop-box (run_folder/control_requests.h).
+std::unique_ptr<Callback> make_control_dropbox(const std::string& run_dir);
 
 /// Peak FLOP/s of one device for `dtype`, measured with a square matrix product (1024 on a CPU,
 /// 8192 on a GPU) for about 0.3 s.

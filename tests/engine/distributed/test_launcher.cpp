@@ -2,6 +2,7 @@
 // an error at a chosen step), a busy port, and two launchers acting as two nodes on loopback.
 #include "tests/engine_runner.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -11,6 +12,8 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <QtTest>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <csignal>
@@ -585,6 +588,92 @@ private Q_SLOTS:
                                     .arg(it.key())
                                     .arg(got[it.key()], 0, 'g', 17)
                                     .arg(it.value(), 0, 'g', 17)));
+    }
+
+    // The run folder's control drop-box (issue 46 item 4): `lathe-engine control` asks a run it
+    // did not start (two ranks here) for a checkpoint and a stop; rank 0 takes each at a step
+    // boundary and both ranks act on the same step. Requests not owned by the run's user, not
+    // regular files, or not a command are set aside; one older than the run is removed unread.
+    void controlDropbox() {
+        const QString run = folder("dropbox");
+        QProcess p;
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert("LATHE_RUNS_DIR", dir_.path());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(engine_path(),
+                QStringList{"launch", "--nproc", "2"} + common("dropbox") +
+                    QStringList{"trainer.max_duration=100000steps",
+                                "trainer.callbacks.checkpointer.save_interval=100000"});
+        QVERIFY(p.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(read_metrics(run + "/metrics.jsonl").size() >= 5, 120000);
+        // Bad requests first: another user's, a symlink, one that is not a command.
+        const QString box = run + "/control/";
+        QVERIFY(QFileInfo(box).isDir());
+        QCOMPARE(QFileInfo(box).permissions() & (QFile::ReadOther | QFile::WriteOther),
+                 QFileDevice::Permissions());
+        QVERIFY(write_text(box + "request-1-1-garbage.json", "{\"command\": \"explode\"}"));
+        QVERIFY(QFile::link("/etc/hostname", box + "request-1-1-link.json"));
+        const bool root = ::geteuid() == 0;
+        if (root) {
+            QVERIFY(write_text(box + "request-1-1-foreign.json", "{\"command\": \"stop\"}"));
+            QCOMPARE(::chown(QFile::encodeName(box + "request-1-1-foreign.json").constData(), 65534,
+                             65534),
+                     0);
+        }
+        auto ask = run_engine({"control", run, "checkpoint", "--wait", "60"}, dir_.path());
+        QVERIFY2(ask.exit_code == 0 && ask.output.contains("taken by the run"),
+                 qPrintable(ask.output));
+        QTRY_VERIFY_WITH_TIMEOUT(!QDir(run)
+                                      .entryList({"step*"}, QDir::Dirs)
+                                      .filter(QRegularExpression("^step[1-9]\\d*$"))
+                                      .isEmpty(),
+                                 60000);
+        QVERIFY(p.state() == QProcess::Running);  // the foreign "stop" did not stop it
+        auto stop = run_engine({"control", run, "stop", "--wait", "60"}, dir_.path());
+        QVERIFY2(stop.exit_code == 0, qPrintable(stop.output));
+        QVERIFY(p.waitForFinished(120000));
+        const QString out = QString::fromUtf8(p.readAll());
+        const QJsonObject status = read_json(run + "/status.json");
+        QCOMPARE(status.value("state").toString(), QString("stopped"));
+        QVERIFY2(status.value("reason").toString().contains("control drop-box"), qPrintable(out));
+        const qint64 last = status.value("step").toInteger();
+        QVERIFY2(QFile::exists(run + QString("/step%1/.metadata.json").arg(last)), qPrintable(out));
+        const QString log = read_text(run + "/logs/rank0.log");
+        QVERIFY2(log.contains("control drop-box: checkpoint requested"),
+                 qPrintable(log.right(3000)));
+        QVERIFY2(log.contains("request-1-1-garbage.json: not {\"command\"") &&
+                     log.contains("request-1-1-link.json: not a regular file"),
+                 qPrintable(log.right(3000)));
+        QVERIFY(QFile::exists(box + ".refused-request-1-1-garbage.json"));
+        if (root)
+            QVERIFY2(log.contains("request-1-1-foreign.json: owned by user 65534"),
+                     qPrintable(log.right(3000)));
+        // The CLI refuses what cannot be asked.
+        auto idle = run_engine({"control", run, "stop"}, dir_.path());
+        QCOMPARE(idle.exit_code, 1);
+        QVERIFY2(idle.output.contains("not running (status stopped)"), qPrintable(idle.output));
+        auto bad = run_engine({"control", run, "pause"}, dir_.path());
+        QCOMPARE(bad.exit_code, 2);
+        QVERIFY2(bad.output.contains("pause: not a command"), qPrintable(bad.output));
+        auto none = run_engine({"control", dir_.path() + "/nowhere", "stop"}, dir_.path());
+        QCOMPARE(none.exit_code, 1);
+        QVERIFY2(none.output.contains("not a run folder"), qPrintable(none.output));
+        // A request left from before a start is removed unread: the resumed run is not stopped.
+        QVERIFY(write_text(box + "request-2-1-stale.json", "{\"command\": \"stop\"}"));
+        QFile stale(box + "request-2-1-stale.json");
+        QVERIFY(stale.open(QIODevice::ReadWrite));
+        QVERIFY(stale.setFileTime(QDateTime::currentDateTime().addSecs(-3600),
+                                  QFileDevice::FileModificationTime));
+        stale.close();
+        auto resumed =
+            run_engine(QStringList{"train"} + common("dropbox") +
+                           QStringList{QString("trainer.max_duration=%1steps").arg(last + 3)},
+                       dir_.path());
+        QVERIFY2(resumed.exit_code == 0, qPrintable(resumed.output));
+        QCOMPARE(read_json(run + "/status.json").value("state").toString(), QString("finished"));
+        QVERIFY2(read_text(run + "/logs/rank0.log").contains("written before this run started"),
+                 qPrintable(resumed.output));
     }
 
     void workerUnderTorchrunVariables() {
