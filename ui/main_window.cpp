@@ -28,6 +28,7 @@
 
 #include "engine/config/memory_estimate.h"
 #include "engine/hf/finetune.h"
+#include "engine/run_folder/control_requests.h"
 #include "engine/run_folder/layout.h"
 
 #include <QAction>
@@ -78,44 +79,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     run_ = new RunController(this);
     session_ = new RunSession(run_, store_, this);
 
-    // The plots, under the first-run bar (shown until dismissed: Help > Getting started keeps
-    // the guide).
-    auto* centre = new QWidget(this);
-    auto* centreLayout = new QVBoxLayout(centre);
-    centreLayout->setContentsMargins(0, 0, 0, 0);
-    centreLayout->setSpacing(0);
-    firstRunBar_ = new QWidget(centre);
-    firstRunBar_->setObjectName(QStringLiteral("firstRunBar"));
-    firstRunBar_->setAutoFillBackground(true);
-    QPalette barPalette = firstRunBar_->palette();
-    barPalette.setColor(QPalette::Window, barPalette.color(QPalette::ToolTipBase));
-    barPalette.setColor(QPalette::WindowText, barPalette.color(QPalette::ToolTipText));
-    firstRunBar_->setPalette(barPalette);
-    auto* barLayout = new QHBoxLayout(firstRunBar_);
-    barLayout->setContentsMargins(8, 3, 4, 3);
-    auto* barText = new QLabel(
-        tr("New to Lathe? Pick a preset on the left and press Start (Ctrl+R): the loss plots "
-           "here as it trains."),
-        firstRunBar_);
-    barText->setWordWrap(true);
-    barLayout->addWidget(barText, 1);
-    auto* barGuide = new QPushButton(tr("Getting started"), firstRunBar_);
-    barGuide->setObjectName(QStringLiteral("firstRunGuide"));
-    barLayout->addWidget(barGuide);
-    auto* barClose = new QPushButton(tr("Dismiss"), firstRunBar_);
-    barClose->setObjectName(QStringLiteral("firstRunDismiss"));
-    barLayout->addWidget(barClose);
-    connect(barGuide, &QPushButton::clicked, this, &MainWindow::showGettingStarted);
-    connect(barClose, &QPushButton::clicked, this, [this] {
-        firstRunBar_->hide();
-        QSettings().setValue(QStringLiteral("help/firstRunDismissed"), true);
-    });
-    firstRunBar_->setVisible(
-        !QSettings().value(QStringLiteral("help/firstRunDismissed"), false).toBool());
-    centreLayout->addWidget(firstRunBar_);
-    plots_ = new PlotPanel(store_, centre);
-    centreLayout->addWidget(plots_, 1);
-    setCentralWidget(centre);
+    buildCentre();
 
     auto* editorDock = new QDockWidget(tr("Config"), this);
     editorDock->setObjectName(QStringLiteral("configDock"));
@@ -139,6 +103,25 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(run_, &RunController::logLine, logModel_, &LogModel::append);
     connect(run_, &RunController::stateChanged, this, &MainWindow::onStateChanged);
     connect(run_, &RunController::finished, this, &MainWindow::onFinished);
+    // Checkpoint now and Stop for a run started elsewhere go through its folder's drop-box.
+    connect(toolbar_, &RunToolbar::controlRequested, this,
+            [this](const QString& runDir, const QString& command) {
+                try {
+                    const std::string path = lathe::run_folder::write_control_request(
+                        runDir.toStdString(), command == QLatin1String("stop")
+                                                  ? lathe::run_folder::ControlCommand::stop
+                                                  : lathe::run_folder::ControlCommand::checkpoint);
+                    statusBar()->showMessage(tr("Asked %1 to %2 at its next step (%3)")
+                                                 .arg(QFileInfo(runDir).fileName(),
+                                                      command == QLatin1String("stop")
+                                                          ? tr("stop with a final checkpoint")
+                                                          : tr("save a checkpoint"),
+                                                      QString::fromStdString(path)),
+                                             15000);
+                } catch (const std::exception& e) {
+                    showProblem(tr("Cannot ask the run"), QString::fromUtf8(e.what()));
+                }
+            });
     connect(run_, &RunController::errorReported, this,
             [this](const QString& message) { runErrors_ << message; });
     connect(run_, &RunController::checkpointSaved, this,
@@ -196,6 +179,47 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
 MainWindow::~MainWindow() = default;
 
+void MainWindow::buildCentre() {
+    // The plots, under the first-run bar (shown until dismissed: Help > Getting started keeps
+    // the guide).
+    auto* centre = new QWidget(this);
+    auto* centreLayout = new QVBoxLayout(centre);
+    centreLayout->setContentsMargins(0, 0, 0, 0);
+    centreLayout->setSpacing(0);
+    firstRunBar_ = new QWidget(centre);
+    firstRunBar_->setObjectName(QStringLiteral("firstRunBar"));
+    firstRunBar_->setAutoFillBackground(true);
+    QPalette barPalette = firstRunBar_->palette();
+    barPalette.setColor(QPalette::Window, barPalette.color(QPalette::ToolTipBase));
+    barPalette.setColor(QPalette::WindowText, barPalette.color(QPalette::ToolTipText));
+    firstRunBar_->setPalette(barPalette);
+    auto* barLayout = new QHBoxLayout(firstRunBar_);
+    barLayout->setContentsMargins(8, 3, 4, 3);
+    auto* barText = new QLabel(
+        tr("New to Lathe? Pick a preset on the left and press Start (Ctrl+R): the loss plots "
+           "here as it trains."),
+        firstRunBar_);
+    barText->setWordWrap(true);
+    barLayout->addWidget(barText, 1);
+    auto* barGuide = new QPushButton(tr("Getting started"), firstRunBar_);
+    barGuide->setObjectName(QStringLiteral("firstRunGuide"));
+    barLayout->addWidget(barGuide);
+    auto* barClose = new QPushButton(tr("Dismiss"), firstRunBar_);
+    barClose->setObjectName(QStringLiteral("firstRunDismiss"));
+    barLayout->addWidget(barClose);
+    connect(barGuide, &QPushButton::clicked, this, &MainWindow::showGettingStarted);
+    connect(barClose, &QPushButton::clicked, this, [this] {
+        firstRunBar_->hide();
+        QSettings().setValue(QStringLiteral("help/firstRunDismissed"), true);
+    });
+    firstRunBar_->setVisible(
+        !QSettings().value(QStringLiteral("help/firstRunDismissed"), false).toBool());
+    centreLayout->addWidget(firstRunBar_);
+    plots_ = new PlotPanel(store_, centre);
+    centreLayout->addWidget(plots_, 1);
+    setCentralWidget(centre);
+}
+
 void MainWindow::buildRunsDocks() {
     runsRoot_ = qEnvironmentVariable("LATHE_RUNS_DIR");
     if (runsRoot_.isEmpty()) runsRoot_ = QSettings().value(QStringLiteral("runs/root")).toString();
@@ -252,6 +276,19 @@ void MainWindow::buildRunsDocks() {
         runsModel_->refresh();
         selectShown();
     });
+    // A shown run that is running in another process (a cluster job, a shell): the toolbar's
+    // Checkpoint now and Stop reach it through its folder (re-checked as the runs refresh).
+    auto updateFollowed = [this] {
+        if (!toolbar_) return;  // (the toolbar is made after the docks)
+        const QString dir = session_->shownRun();
+        const bool followed = !run_->isActive() && !dir.isEmpty() && session_->isFollowing() &&
+                              readRunInfo(dir).state == RunState::Running;
+        toolbar_->setFollowedRun(followed ? dir : QString());
+    };
+    connect(session_, &RunSession::shownRunChanged, this, updateFollowed);
+    connect(runsModel_, &QAbstractItemModel::dataChanged, this, updateFollowed);
+    connect(runsModel_, &QAbstractItemModel::modelReset, this, updateFollowed);
+    connect(run_, &RunController::stateChanged, this, updateFollowed);
     connect(runsModel_, &QAbstractItemModel::rowsInserted, this,
             [this, selectShown](const QModelIndex&, int first, int last) {
                 for (int row = first; row <= last; ++row)

@@ -130,6 +130,8 @@ private:
     void restoreLayout();
     void savePanels();
     void saveEditorSession();
+    /// The centre: the first-run bar above the plots.
+    void buildCentre();
     void buildRunsDocks();
     /// The Samples dock: the shown run's samples, and Try it on the selected checkpoint.
     void buildSamplesDock(QDockWidget* besides);

@@ -232,6 +232,145 @@ bool valid_quantity(const std::string& q) {
     return false;
 }
 
+// What k8s-manifest writes, from its checked options.
+struct K8sPlan {
+    std::string name, ns, engine, image, kind, pvc, cpu, memory;
+    int64_t nodes = 1, nproc = 1, gpus = 0, restarts = 0;
+};
+
+constexpr int kRendezvousPort = 29500;
+const char* const kRunsMount = "/lathe/runs";
+const char* const kConfigMount = "/lathe/config";
+
+Json k8s_labels(const K8sPlan& plan) {
+    return {{"app.kubernetes.io/name", "lathe"}, {"app.kubernetes.io/instance", plan.name}};
+}
+
+Json k8s_metadata(const K8sPlan& plan, const std::string& object) {
+    Json m = {{"name", object}, {"labels", k8s_labels(plan)}};
+    if (!plan.ns.empty()) m["namespace"] = plan.ns;
+    return m;
+}
+
+// The resolved config, as the engine will read it: written by hand, so that the JSON is a
+// readable block (|) instead of one escaped string.
+std::string k8s_config_map(const K8sPlan& plan, const config::ExperimentConfig& cfg) {
+    std::ostringstream out;
+    out << config::dump_document({{"apiVersion", "v1"},
+                                  {"kind", "ConfigMap"},
+                                  {"metadata", k8s_metadata(plan, plan.name + "-config")}},
+                                 config::Format::yaml);
+    out << "data:\n  config.json: |\n";
+    std::istringstream lines(config::dump_document(config::to_json(cfg), config::Format::json));
+    for (std::string line; std::getline(lines, line);) out << "    " << line << "\n";
+    return out.str();
+}
+
+// torchrun --no-python with c10d rendezvous at rank 0's pod, as test_launcher runs it.
+Json k8s_torchrun(const K8sPlan& plan, const std::string& endpoint) {
+    return Json::array({"torchrun", "--no-python", "--nnodes", std::to_string(plan.nodes),
+                        "--nproc-per-node", std::to_string(plan.nproc), "--max-restarts",
+                        std::to_string(plan.restarts), "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                        endpoint, "--rdzv-id", plan.name, plan.engine, "train",
+                        std::string(kConfigMount) + "/config.json"});
+}
+
+Json k8s_container(const K8sPlan& plan, const Json& command) {
+    Json c = {{"name", "lathe"},
+              {"image", plan.image},
+              {"command", command},
+              {"env", Json::array({{{"name", "LATHE_RUNS_DIR"}, {"value", kRunsMount}},
+                                   {{"name", "LOG_FILTER_TYPE"}, {"value", "rank0_only"}}})},
+              {"ports", Json::array({{{"name", "c10d"}, {"containerPort", kRendezvousPort}}})},
+              {"volumeMounts",
+               Json::array({{{"name", "config"}, {"mountPath", kConfigMount}, {"readOnly", true}},
+                            {{"name", "runs"}, {"mountPath", kRunsMount}},
+                            {{"name", "dshm"}, {"mountPath", "/dev/shm"}}})}};
+    Json limits = Json::object(), requests = Json::object();
+    if (plan.gpus > 0) limits["nvidia.com/gpu"] = std::to_string(plan.gpus);
+    if (!plan.cpu.empty()) requests["cpu"] = plan.cpu;
+    if (!plan.memory.empty()) {
+        requests["memory"] = plan.memory;
+        limits["memory"] = plan.memory;
+    }
+    Json resources = Json::object();
+    if (!limits.empty()) resources["limits"] = limits;
+    if (!requests.empty()) resources["requests"] = requests;
+    if (!resources.empty()) c["resources"] = resources;
+    return c;
+}
+
+Json k8s_volumes(const K8sPlan& plan) {
+    Json runs = {{"name", "runs"}};
+    if (!plan.pvc.empty())
+        runs["persistentVolumeClaim"] = {{"claimName", plan.pvc}};
+    else
+        runs["emptyDir"] = Json::object();  // logs only: the checkpoints go to s3://
+    return Json::array(
+        {{{"name", "config"}, {"configMap", {{"name", plan.name + "-config"}}}},
+         runs,
+         // NCCL and the data loader's workers need more shared memory than a pod's 64 MB.
+         {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}}});
+}
+
+Json k8s_pod_template(const K8sPlan& plan, const std::string& endpoint, bool indexed) {
+    Json spec = Json::object();
+    if (indexed) {
+        spec["subdomain"] = plan.name;
+        spec["restartPolicy"] = "Never";
+    }
+    spec["containers"] = Json::array({k8s_container(plan, k8s_torchrun(plan, endpoint))});
+    spec["volumes"] = k8s_volumes(plan);
+    return {{"metadata", {{"labels", k8s_labels(plan)}}}, {"spec", spec}};
+}
+
+// The PyTorchJob, or the headless Service and the indexed Job.
+std::vector<Json> k8s_workload(const K8sPlan& plan) {
+    if (plan.kind == "pytorchjob") {
+        // The training operator sets MASTER_ADDR and MASTER_PORT to the Master replica's service.
+        auto replica = [&](int64_t replicas) {
+            return Json{
+                {"replicas", replicas},
+                {"restartPolicy", "OnFailure"},
+                {"template", k8s_pod_template(plan, "$(MASTER_ADDR):$(MASTER_PORT)", false)}};
+        };
+        Json specs = {{"Master", replica(1)}};
+        if (plan.nodes > 1) specs["Worker"] = replica(plan.nodes - 1);
+        return {{{"apiVersion", "kubeflow.org/v1"},
+                 {"kind", "PyTorchJob"},
+                 {"metadata", k8s_metadata(plan, plan.name)},
+                 {"spec",
+                  {{"nprocPerNode", std::to_string(plan.nproc)},
+                   {"runPolicy", {{"backoffLimit", plan.restarts}}},
+                   {"pytorchReplicaSpecs", specs}}}}};
+    }
+    // Pods of an indexed Job are named NAME-INDEX; with subdomain = the headless Service,
+    // NAME-0.NAME resolves to rank 0's pod, which hosts the c10d rendezvous.
+    const std::string endpoint =
+        plan.name + "-0." + plan.name + ":" + std::to_string(kRendezvousPort);
+    Json service = {
+        {"apiVersion", "v1"},
+        {"kind", "Service"},
+        {"metadata", k8s_metadata(plan, plan.name)},
+        {"spec",
+         {{"clusterIP", "None"},
+          {"selector", {{"job-name", plan.name}}},
+          {"ports",
+           Json::array(
+               {{{"name", "c10d"}, {"port", kRendezvousPort}, {"targetPort", kRendezvousPort}}})},
+          {"publishNotReadyAddresses", true}}}};
+    Json job = {{"apiVersion", "batch/v1"},
+                {"kind", "Job"},
+                {"metadata", k8s_metadata(plan, plan.name)},
+                {"spec",
+                 {{"completionMode", "Indexed"},
+                  {"completions", plan.nodes},
+                  {"parallelism", plan.nodes},
+                  {"backoffLimit", plan.restarts},
+                  {"template", k8s_pod_template(plan, endpoint, true)}}}};
+    return {service, job};
+}
+
 }  // namespace
 
 int cmd_k8s_manifest(const Args& args) {
@@ -287,136 +426,25 @@ int cmd_k8s_manifest(const Args& args) {
     }
     if (!layout_runs(cfg, nodes * nproc, nodes)) return kExitUsage;
 
-    const std::string name = p.option("--name", k8s_name(cfg.run_name, 40));
-    const std::string ns = p.option("--namespace", "");
-    const std::string engine = p.option("--engine", "lathe-engine");
-    const std::string runs_dir = "/lathe/runs";
-    const std::string config_dir = "/lathe/config";
-    const int port = 29500;
-    auto metadata = [&](const std::string& object) {
-        Json m = {{"name", object},
-                  {"labels",
-                   {{"app.kubernetes.io/name", "lathe"}, {"app.kubernetes.io/instance", name}}}};
-        if (!ns.empty()) m["namespace"] = ns;
-        return m;
-    };
-
-    // The resolved config, as the engine will read it: the ConfigMap is written by hand, so
-    // that the JSON is a readable block (|) instead of one escaped string.
-    std::ostringstream config_map;
-    config_map << config::dump_document(
-        {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", metadata(name + "-config")}},
-        config::Format::yaml);
-    config_map << "data:\n  config.json: |\n";
-    std::istringstream lines(config::dump_document(config::to_json(cfg), config::Format::json));
-    for (std::string line; std::getline(lines, line);) config_map << "    " << line << "\n";
-
-    // torchrun --no-python with c10d rendezvous at rank 0's pod, as test_launcher runs it.
-    auto torchrun = [&](const std::string& endpoint) {
-        return Json::array({"torchrun", "--no-python", "--nnodes", std::to_string(nodes),
-                            "--nproc-per-node", std::to_string(nproc), "--max-restarts",
-                            std::to_string(restarts), "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                            endpoint, "--rdzv-id", name, engine, "train",
-                            config_dir + "/config.json"});
-    };
-    auto container = [&](const Json& command) {
-        Json c = {{"name", "lathe"},
-                  {"image", image},
-                  {"command", command},
-                  {"env", Json::array({{{"name", "LATHE_RUNS_DIR"}, {"value", runs_dir}},
-                                       {{"name", "LOG_FILTER_TYPE"}, {"value", "rank0_only"}}})},
-                  {"ports", Json::array({{{"name", "c10d"}, {"containerPort", port}}})},
-                  {"volumeMounts",
-                   Json::array({{{"name", "config"}, {"mountPath", config_dir}, {"readOnly", true}},
-                                {{"name", "runs"}, {"mountPath", runs_dir}},
-                                {{"name", "dshm"}, {"mountPath", "/dev/shm"}}})}};
-        Json limits = Json::object(), requests = Json::object();
-        if (gpus > 0) limits["nvidia.com/gpu"] = std::to_string(gpus);
-        if (p.has("--cpu")) requests["cpu"] = p.option("--cpu");
-        if (p.has("--memory")) {
-            requests["memory"] = p.option("--memory");
-            limits["memory"] = p.option("--memory");
-        }
-        if (!limits.empty() || !requests.empty()) {
-            Json r = Json::object();
-            if (!limits.empty()) r["limits"] = limits;
-            if (!requests.empty()) r["requests"] = requests;
-            c["resources"] = r;
-        }
-        return c;
-    };
-    Json runs_volume = {{"name", "runs"}};
-    if (p.has("--pvc"))
-        runs_volume["persistentVolumeClaim"] = {{"claimName", p.option("--pvc")}};
-    else
-        runs_volume["emptyDir"] = Json::object();  // logs only: the checkpoints go to s3://
-    const Json volumes = Json::array(
-        {{{"name", "config"}, {"configMap", {{"name", name + "-config"}}}},
-         runs_volume,
-         // NCCL and the data loader's workers need more shared memory than a pod's 64 MB.
-         {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}}});
-
-    std::vector<Json> objects;
-    if (kind == "pytorchjob") {
-        // The training operator sets MASTER_ADDR and MASTER_PORT to the Master replica's service.
-        auto replica = [&](int64_t replicas) {
-            return Json{
-                {"replicas", replicas},
-                {"restartPolicy", "OnFailure"},
-                {"template",
-                 {{"metadata",
-                   {{"labels",
-                     {{"app.kubernetes.io/name", "lathe"}, {"app.kubernetes.io/instance", name}}}}},
-                  {"spec",
-                   {{"containers",
-                     Json::array({container(torchrun("$(MASTER_ADDR):$(MASTER_PORT)"))})},
-                    {"volumes", volumes}}}}}};
-        };
-        Json specs = {{"Master", replica(1)}};
-        if (nodes > 1) specs["Worker"] = replica(nodes - 1);
-        objects.push_back({{"apiVersion", "kubeflow.org/v1"},
-                           {"kind", "PyTorchJob"},
-                           {"metadata", metadata(name)},
-                           {"spec",
-                            {{"nprocPerNode", std::to_string(nproc)},
-                             {"runPolicy", {{"backoffLimit", restarts}}},
-                             {"pytorchReplicaSpecs", specs}}}});
-    } else {
-        // Pods of an indexed Job are named NAME-INDEX; with subdomain = the headless Service,
-        // NAME-0.NAME resolves to rank 0's pod, which hosts the c10d rendezvous.
-        objects.push_back(
-            {{"apiVersion", "v1"},
-             {"kind", "Service"},
-             {"metadata", metadata(name)},
-             {"spec",
-              {{"clusterIP", "None"},
-               {"selector", {{"job-name", name}}},
-               {"ports", Json::array({{{"name", "c10d"}, {"port", port}, {"targetPort", port}}})},
-               {"publishNotReadyAddresses", true}}}});
-        const std::string endpoint = name + "-0." + name + ":" + std::to_string(port);
-        objects.push_back(
-            {{"apiVersion", "batch/v1"},
-             {"kind", "Job"},
-             {"metadata", metadata(name)},
-             {"spec",
-              {{"completionMode", "Indexed"},
-               {"completions", nodes},
-               {"parallelism", nodes},
-               {"backoffLimit", restarts},
-               {"template",
-                {{"metadata",
-                  {{"labels",
-                    {{"app.kubernetes.io/name", "lathe"}, {"app.kubernetes.io/instance", name}}}}},
-                 {"spec",
-                  {{"subdomain", name},
-                   {"restartPolicy", "Never"},
-                   {"containers", Json::array({container(torchrun(endpoint))})},
-                   {"volumes", volumes}}}}}}}});
-    }
+    K8sPlan plan;
+    plan.name = p.option("--name", k8s_name(cfg.run_name, 40));
+    plan.ns = p.option("--namespace", "");
+    plan.engine = p.option("--engine", "lathe-engine");
+    plan.image = image;
+    plan.kind = kind;
+    plan.nodes = nodes;
+    plan.nproc = nproc;
+    plan.gpus = gpus;
+    plan.restarts = restarts;
+    plan.pvc = p.option("--pvc", "");
+    plan.cpu = p.option("--cpu", "");
+    plan.memory = p.option("--memory", "");
+    const std::string config_map = k8s_config_map(plan, cfg);
+    const std::vector<Json> objects = k8s_workload(plan);
     std::ostringstream out;
     out << "# Written by `lathe-engine k8s-manifest` for run '" << cfg.run_name << "': " << nodes
         << " node(s) x " << nproc << " rank(s). Apply with kubectl apply -f.\n";
-    out << "---\n" << config_map.str();
+    out << "---\n" << config_map;
     for (const auto& o : objects) out << "---\n" << config::dump_document(o, config::Format::yaml);
     const std::string text = out.str();
     if (p.has("--out")) {

@@ -44,7 +44,7 @@ bool parse_control_command(const std::string& text, ControlCommand& out) {
 }
 
 std::string make_control_dir(const std::string& run_dir) {
-    const std::string dir = join(run_dir, kControlDir);
+    std::string dir = join(run_dir, kControlDir);
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
         throw Error(dir + ": cannot make the control folder: " + std::strerror(errno));
     return dir;
@@ -58,7 +58,7 @@ std::string write_control_request(const std::string& run_dir, ControlCommand com
         "request-" +
         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) + "-" +
         std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".json";
-    const std::string path = join(dir, name);
+    std::string path = join(dir, name);
     write_file_atomic(path, nlohmann::json{{"command", to_string(command)}}.dump() + "\n");
     return path;
 }

@@ -199,6 +199,28 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
     tabs_->addTab(resolved_, tr("Resolved JSON"));
     layout->addWidget(tabs_, 1);
 
+    buildStatusArea(layout);
+
+    connect(presetBox_, &QComboBox::activated, this, [this](int) {
+        const QString name = presetBox_->currentText();
+        if (!confirmReplace(tr("preset %1").arg(name))) {
+            QSignalBlocker block(presetBox_);
+            presetBox_->setCurrentText(preset_);
+            return;
+        }
+        loadPreset(name);
+    });
+
+    // The initial preset is not an edit.
+    const QString initial = QString::fromLatin1(cfg::kDefaultPreset);
+    const auto text = cfg::preset_text(initial.toStdString());
+    Json presetDoc = cfg::to_json(cfg::load(initial.toStdString()).config);
+    origin_ = tr("preset %1").arg(initial);
+    applyDocument(presetDoc, initial, presetDoc);
+    Q_UNUSED(text);
+}
+
+void ConfigEditor::buildStatusArea(QVBoxLayout* layout) {
     // The parallel layout on the workbench's ranks, redrawn as the mesh fields change.
     auto* layoutBox = new QGroupBox(tr("Parallel layout"), this);
     layoutBox->setToolTip(
@@ -234,24 +256,6 @@ ConfigEditor::ConfigEditor(QWidget* parent) : QWidget(parent) {
             [this](QListWidgetItem* item) { revealField(item->data(Qt::UserRole).toString()); });
     connect(problems_, &QListWidget::itemClicked, this,
             [this](QListWidgetItem* item) { revealField(item->data(Qt::UserRole).toString()); });
-
-    connect(presetBox_, &QComboBox::activated, this, [this](int) {
-        const QString name = presetBox_->currentText();
-        if (!confirmReplace(tr("preset %1").arg(name))) {
-            QSignalBlocker block(presetBox_);
-            presetBox_->setCurrentText(preset_);
-            return;
-        }
-        loadPreset(name);
-    });
-
-    // The initial preset is not an edit.
-    const QString initial = QString::fromLatin1(cfg::kDefaultPreset);
-    const auto text = cfg::preset_text(initial.toStdString());
-    Json presetDoc = cfg::to_json(cfg::load(initial.toStdString()).config);
-    origin_ = tr("preset %1").arg(initial);
-    applyDocument(presetDoc, initial, presetDoc);
-    Q_UNUSED(text);
 }
 
 QWidget* ConfigEditor::buildGroup(const FieldSpec& group, int depth) {

@@ -123,6 +123,8 @@ private:
     friend class SetFieldCommand;
     friend class ReplaceDocumentCommand;
 
+    /// Under the tabs: the parallel layout diagram, the validation summary, the problems.
+    void buildStatusArea(QVBoxLayout* layout);
     QWidget* buildGroup(const FieldSpec& group, int depth);
     void addFieldRow(QFormLayout* form, const FieldSpec& f, QWidget* parent);
     void onEdited(FieldEditor* editor);

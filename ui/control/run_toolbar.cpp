@@ -83,7 +83,12 @@ void RunToolbar::build(int cudaDevices) {
         new QAction(style()->standardIcon(QStyle::SP_DriveHDIcon), tr("&Checkpoint now"), this);
     checkpoint_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
     checkpoint_->setToolTip(tr("Save a checkpoint at the next step (Ctrl+K)"));
-    connect(checkpoint_, &QAction::triggered, run_, [this] { run_->requestCheckpoint(); });
+    connect(checkpoint_, &QAction::triggered, run_, [this] {
+        if (run_->isActive())
+            run_->requestCheckpoint();
+        else if (!followedRun_.isEmpty())
+            Q_EMIT controlRequested(followedRun_, QStringLiteral("checkpoint"));
+    });
 
     stop_ = new QAction(style()->standardIcon(QStyle::SP_MediaStop), tr("S&top"), this);
     stop_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
@@ -195,8 +200,18 @@ void RunToolbar::startFailed() {
 }
 
 void RunToolbar::stopRun() {
+    if (!run_->isActive() && !followedRun_.isEmpty()) {
+        Q_EMIT controlRequested(followedRun_, QStringLiteral("stop"));
+        return;
+    }
     stopRequested_ = true;
     run_->requestStop(true);
+}
+
+void RunToolbar::setFollowedRun(const QString& runDir) {
+    if (runDir == followedRun_) return;
+    followedRun_ = runDir;
+    onStateChanged(run_->state());
 }
 
 void RunToolbar::onStateChanged(RunController::State s) {
@@ -212,6 +227,20 @@ void RunToolbar::onStateChanged(RunController::State s) {
     checkpoint_->setEnabled(s == RunController::State::Running);
     stop_->setEnabled(s == RunController::State::Starting || s == RunController::State::Running ||
                       s == RunController::State::Checkpointing);
+    // A run started elsewhere that the window follows: the buttons go through its folder.
+    const bool followed = !active && !followedRun_.isEmpty();
+    if (followed) {
+        checkpoint_->setEnabled(true);
+        stop_->setEnabled(true);
+    }
+    checkpoint_->setToolTip(followed ? tr("Ask the followed run (started elsewhere) for a "
+                                          "checkpoint at its next step, through its folder's "
+                                          "control drop-box (Ctrl+K)")
+                                     : tr("Save a checkpoint at the next step (Ctrl+K)"));
+    stop_->setToolTip(followed ? tr("Ask the followed run (started elsewhere) to stop with a "
+                                    "final checkpoint, through its folder's control drop-box "
+                                    "(Ctrl+.)")
+                               : tr("Finish the step, save a final checkpoint and exit (Ctrl+.)"));
     if (!active) {
         kill_->setEnabled(false);
         kill_->setVisible(false);

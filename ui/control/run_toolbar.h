@@ -57,9 +57,16 @@ public:
     void stopRun();
     /// "failed: …" or "<summary> · <progress>" once the engine has exited.
     void showFinished(bool ok, const QString& summary);
+    /// A run started elsewhere (a cluster job, a shell) that the window shows and follows, or
+    /// empty: while no run of the window's own is active, Checkpoint now and Stop ask it through
+    /// its folder's control drop-box (controlRequested).
+    void setFollowedRun(const QString& runDir);
+    QString followedRun() const { return followedRun_; }
 
 Q_SIGNALS:
     void startRequested();
+    /// Checkpoint now ("checkpoint") or Stop ("stop") for the followed run.
+    void controlRequested(const QString& runDir, const QString& command);
 
 private:
     void build(int cudaDevices);
@@ -68,6 +75,7 @@ private:
     void setProgressText(const QString& text);
 
     RunController* run_;
+    QString followedRun_;
     QAction* start_ = nullptr;
     QAction* checkpoint_ = nullptr;
     QAction* stop_ = nullptr;

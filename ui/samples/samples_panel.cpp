@@ -60,7 +60,27 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     view_->setMinimumSize(180, view_->fontMetrics().lineSpacing() * 3);
     samplesLayout->addWidget(view_, 1);
 
-    auto* box = new QGroupBox(tr("Try it"), splitter);
+    QGroupBox* box = buildTryIt(splitter);
+    splitter->addWidget(samples);
+    splitter->addWidget(box);
+    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(1, 3);
+
+    connect(slider_, &QSlider::valueChanged, this, &SamplesPanel::showIndex);
+    connect(model_, &SamplesModel::reset, this, &SamplesPanel::rebuild);
+    connect(model_, &SamplesModel::stepAdded, this, &SamplesPanel::onStepAdded);
+    connect(generate_, &QPushButton::clicked, this, [this] { generate(); });
+    connect(prompt_, &QLineEdit::returnPressed, this, [this] { generate(); });
+    connect(stop_, &QPushButton::clicked, this, &SamplesPanel::stopGenerating);
+    connect(chat_, &QCheckBox::toggled, this,
+            [this](bool on) { setChatMode(on, system_->text()); });
+    connect(newChat_, &QPushButton::clicked, this, &SamplesPanel::newChat);
+    rebuild();
+    updateTryIt();
+}
+
+QGroupBox* SamplesPanel::buildTryIt(QWidget* parent) {
+    auto* box = new QGroupBox(tr("Try it"), parent);
     auto* boxLayout = new QHBoxLayout(box);
     boxLayout->setContentsMargins(6, 2, 6, 4);
     auto* controls = new QVBoxLayout;
@@ -153,22 +173,7 @@ SamplesPanel::SamplesPanel(SamplesModel* model, QWidget* parent)
     output_->setPlaceholderText(tr("The model's text appears here."));
     output_->setMinimumSize(200, output_->fontMetrics().lineSpacing() * 3);
     boxLayout->addWidget(output_, 1);
-    splitter->addWidget(samples);
-    splitter->addWidget(box);
-    splitter->setStretchFactor(0, 2);
-    splitter->setStretchFactor(1, 3);
-
-    connect(slider_, &QSlider::valueChanged, this, &SamplesPanel::showIndex);
-    connect(model_, &SamplesModel::reset, this, &SamplesPanel::rebuild);
-    connect(model_, &SamplesModel::stepAdded, this, &SamplesPanel::onStepAdded);
-    connect(generate_, &QPushButton::clicked, this, [this] { generate(); });
-    connect(prompt_, &QLineEdit::returnPressed, this, [this] { generate(); });
-    connect(stop_, &QPushButton::clicked, this, &SamplesPanel::stopGenerating);
-    connect(chat_, &QCheckBox::toggled, this,
-            [this](bool on) { setChatMode(on, system_->text()); });
-    connect(newChat_, &QPushButton::clicked, this, &SamplesPanel::newChat);
-    rebuild();
-    updateTryIt();
+    return box;
 }
 
 SamplesPanel::~SamplesPanel() {

@@ -13,6 +13,7 @@
 
 class QCheckBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -69,6 +70,8 @@ Q_SIGNALS:
     void generationFinished(bool ok, const QString& output);
 
 private:
+    /// The Try it box: prompt, labelled sampling settings, Chat, Generate / Stop, the output.
+    QGroupBox* buildTryIt(QWidget* parent);
     void rebuild();
     void onStepAdded();
     void onGenerated(bool ok);

@@ -15,6 +15,8 @@
 #include "ui/checkpoints/resume_plan.h"
 #include "ui/control/run_controller.h"
 #include "ui/control/run_session.h"
+#include "ui/control/run_toolbar.h"
+#include "ui/main_window.h"
 #include "ui/plots/metric_store.h"
 #include "ui/runs/run_info.h"
 #include "ui/runs/run_metrics_loader.h"
@@ -25,7 +27,9 @@
 #include <QDir>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
+#include <QStandardPaths>
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -382,6 +386,52 @@ private Q_SLOTS:
         QVERIFY2(dialog.statusText().startsWith("Export failed:") &&
                      dialog.statusText().contains("no-such-run"),
                  qPrintable(dialog.statusText()));
+    }
+
+    // A run started elsewhere (headless: a cluster job, a shell) that the window opens and
+    // follows: its toolbar's Checkpoint now and Stop reach it through the run folder's control
+    // drop-box (issue 46 item 4), and it stops with a final checkpoint.
+    void windowControlsAFollowedRun() {
+        QStandardPaths::setTestModeEnabled(true);  // the window's QSettings away from the user's
+        QProcess engine;
+        engine.setProcessChannelMode(QProcess::MergedChannels);
+        engine.start(
+            lathe::testing::engine_path(),
+            {"train", "tiny", "run_name=followed", "launch.num_threads=1",
+             "trainer.max_duration=100000steps", "trainer.metrics_collect_interval=1",
+             "trainer.callbacks.checkpointer.save_interval=100000", "--runs-dir", root_.path()});
+        QVERIFY(engine.waitForStarted());
+        const QString runDir = QFileInfo(root_.path() + "/followed").absoluteFilePath();
+        QTRY_VERIFY_WITH_TIMEOUT(
+            readRunInfo(runDir).state == RunState::Running && readRunInfo(runDir).step >= 5, 60000);
+        qputenv("LATHE_RUNS_DIR", root_.path().toUtf8());
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(!w.toolbar()->checkpointAction()->isEnabled());  // nothing shown yet
+        QVERIFY(w.openRun(runDir));
+        QTRY_COMPARE(w.toolbar()->followedRun(), runDir);
+        QVERIFY(w.toolbar()->checkpointAction()->isEnabled());
+        QVERIFY(w.toolbar()->stopAction()->isEnabled());
+        QVERIFY(w.toolbar()->checkpointAction()->toolTip().contains("drop-box"));
+        w.toolbar()->checkpointAction()->trigger();
+        auto saved = [&] {
+            return QDir(runDir)
+                .entryList({"step*"}, QDir::Dirs)
+                .filter(QRegularExpression("^step[1-9]\\d*$"));
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(!saved().isEmpty(), 60000);
+        QVERIFY(engine.state() == QProcess::Running);
+        w.toolbar()->stopAction()->trigger();
+        QVERIFY(engine.waitForFinished(120000));
+        const RunInfo info = readRunInfo(runDir);
+        QCOMPARE(info.state, RunState::Stopped);
+        QVERIFY2(info.reason.contains("control drop-box"), qPrintable(info.reason));
+        QVERIFY(QFile::exists(runDir + QString("/step%1/.metadata.json").arg(info.step)));
+        // Once it has stopped the buttons are the window's own again (nothing to control).
+        QTRY_VERIFY_WITH_TIMEOUT(w.toolbar()->followedRun().isEmpty(), 10000);
+        QVERIFY(!w.toolbar()->stopAction()->isEnabled());
+        qunsetenv("LATHE_RUNS_DIR");
     }
 
     void attachAndNoticeDeath() {
