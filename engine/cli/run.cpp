@@ -308,9 +308,10 @@ int run_worker(config::ExperimentConfig cfg, const RunOptions& opts) {
     // A new run that is refused before it starts (too big, a bad tokenizer, a checkpoint it
     // cannot load) takes its folder with it: the runs list shows no empty run and the name stays
     // free (issue 45 item 4). Once status.json is written the run has started, and all stays.
+    // Rank 0's folder only: it is the one that gets status.json (without a shared filesystem
+    // another machine's first rank keeps its logs in a folder of its own, which must stay).
     std::error_code exists_error;
-    NewRunFolderGuard guard(
-        folder, !opts.bench && env->fs_local_rank() == 0 && !fs::exists(folder, exists_error));
+    NewRunFolderGuard guard(folder, !opts.bench && rank == 0 && !fs::exists(folder, exists_error));
     const std::string log_file =
         opts.bench ? std::string() : open_logs_folder(folder, remote, *env);
     log::setup(rank, dist::should_log(env->world(), cfg.launch.log_filter_type), log_file);
