@@ -87,6 +87,31 @@ inline QMap<qint64, double> losses(const QMap<qint64, QJsonObject>& m) {
     return out;
 }
 
+/// Empty when `got` has exactly `want`'s steps and losses, bit for bit; else the first
+/// difference, "step 3: 2.5 <got_what>, 2.4 <want_what>" (17 digits).
+inline QString loss_difference(const QMap<qint64, double>& got, const QMap<qint64, double>& want,
+                               const QString& got_what, const QString& want_what) {
+    if (got.keys() != want.keys())
+        return QString("steps %1..%2 (%3) %4, steps %5..%6 (%7) %8")
+            .arg(got.isEmpty() ? 0 : got.firstKey())
+            .arg(got.isEmpty() ? 0 : got.lastKey())
+            .arg(got.size())
+            .arg(got_what)
+            .arg(want.isEmpty() ? 0 : want.firstKey())
+            .arg(want.isEmpty() ? 0 : want.lastKey())
+            .arg(want.size())
+            .arg(want_what);
+    for (auto it = want.begin(); it != want.end(); ++it)
+        if (got[it.key()] != it.value())
+            return QString("step %1: %2 %3, %4 %5")
+                .arg(it.key())
+                .arg(got[it.key()], 0, 'g', 17)
+                .arg(got_what)
+                .arg(it.value(), 0, 'g', 17)
+                .arg(want_what);
+    return {};
+}
+
 /// The JSON header of a .lathe tensor file (engine/checkpoint/tensor_file.h); empty if unreadable.
 inline QJsonObject tensor_file_header(const QString& path) {
     QFile f(path);

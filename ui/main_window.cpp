@@ -25,6 +25,7 @@
 #include "ui/runs/runs_panel.h"
 #include "ui/samples/samples_model.h"
 #include "ui/samples/samples_panel.h"
+#include "ui/util/notice_bar.h"
 
 #include "engine/config/memory_estimate.h"
 #include "engine/hf/finetune.h"
@@ -186,15 +187,8 @@ void MainWindow::buildCentre() {
     auto* centreLayout = new QVBoxLayout(centre);
     centreLayout->setContentsMargins(0, 0, 0, 0);
     centreLayout->setSpacing(0);
-    firstRunBar_ = new QWidget(centre);
-    firstRunBar_->setObjectName(QStringLiteral("firstRunBar"));
-    firstRunBar_->setAutoFillBackground(true);
-    QPalette barPalette = firstRunBar_->palette();
-    barPalette.setColor(QPalette::Window, barPalette.color(QPalette::ToolTipBase));
-    barPalette.setColor(QPalette::WindowText, barPalette.color(QPalette::ToolTipText));
-    firstRunBar_->setPalette(barPalette);
-    auto* barLayout = new QHBoxLayout(firstRunBar_);
-    barLayout->setContentsMargins(8, 3, 4, 3);
+    firstRunBar_ = makeNoticeBar(centre, QStringLiteral("firstRunBar"), QMargins(8, 3, 4, 3));
+    auto* barLayout = static_cast<QHBoxLayout*>(firstRunBar_->layout());
     auto* barText = new QLabel(
         tr("New to Lathe? Pick a preset on the left and press Start (Ctrl+R): the loss plots "
            "here as it trains."),

@@ -1,4 +1,5 @@
 #include "ui/plots/plot_panel.h"
+#include "ui/util/notice_bar.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -108,15 +109,8 @@ PlotPanel::PlotPanel(MetricStore* store, QWidget* parent) : QWidget(parent), sto
     layout->addLayout(controls);
 
     // Shown while the plots do not follow new points, so that a drag never stops it silently.
-    followBanner_ = new QWidget(this);
-    followBanner_->setObjectName(QStringLiteral("followBanner"));
-    followBanner_->setAutoFillBackground(true);
-    QPalette bannerPalette = followBanner_->palette();
-    bannerPalette.setColor(QPalette::Window, bannerPalette.color(QPalette::ToolTipBase));
-    bannerPalette.setColor(QPalette::WindowText, bannerPalette.color(QPalette::ToolTipText));
-    followBanner_->setPalette(bannerPalette);
-    auto* bannerLayout = new QHBoxLayout(followBanner_);
-    bannerLayout->setContentsMargins(6, 2, 6, 2);
+    followBanner_ = makeNoticeBar(this, QStringLiteral("followBanner"));
+    auto* bannerLayout = static_cast<QHBoxLayout*>(followBanner_->layout());
     auto* bannerText = new QLabel(
         tr("Paused: you moved the view, so new points are not scrolled into it."), followBanner_);
     bannerText->setWordWrap(true);

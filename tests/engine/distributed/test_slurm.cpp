@@ -98,13 +98,8 @@ class TestSlurm : public QObject {
 
     void compareLosses(const QMap<qint64, double>& got, const QMap<qint64, double>& want) {
         QVERIFY(!want.isEmpty());
-        QCOMPARE(got.keys(), want.keys());
-        for (auto it = want.begin(); it != want.end(); ++it)
-            QVERIFY2(got[it.key()] == it.value(),
-                     qPrintable(QString("step %1: %2 under Slurm, %3 under launch")
-                                    .arg(it.key())
-                                    .arg(got[it.key()], 0, 'g', 17)
-                                    .arg(it.value(), 0, 'g', 17)));
+        const QString diff = loss_difference(got, want, "under Slurm", "under launch");
+        QVERIFY2(diff.isEmpty(), qPrintable(diff));
     }
 
 private Q_SLOTS:
