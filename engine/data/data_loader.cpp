@@ -49,23 +49,34 @@ std::vector<uint32_t> DataLoader::epoch_order(int64_t epoch) const {
     return order;
 }
 
+Batch read_batch(const TokenDataset& dataset, const std::vector<int64_t>& indices) {
+    const auto rows = static_cast<int64_t>(indices.size());
+    const int64_t seq = dataset.sequence_length();
+    Batch batch;
+    batch.input_ids = torch::empty({rows, seq}, torch::kInt64);
+    int64_t* out = batch.input_ids.data_ptr<int64_t>();
+    const bool masked = dataset.has_label_mask();
+    if (masked) batch.label_mask = torch::empty({rows, seq}, torch::kBool);
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t idx = indices[static_cast<std::size_t>(r)];
+        dataset.instance(idx, out + r * seq);
+        if (masked) dataset.instance_mask(idx, batch.label_mask.data_ptr<bool>() + r * seq);
+    }
+    batch.index = indices;
+    if (auto eos = dataset.doc_eos_id()) batch.doc_ids = document_ids(batch.input_ids, *eos);
+    return batch;
+}
+
 Batch DataLoader::make_batch(int64_t b) const {
     const int64_t ipb = instances_per_batch();
     const int64_t rows = ipb / dp_world_;
     const int64_t seq = dataset_->sequence_length();
-    Batch batch;
-    batch.input_ids = torch::empty({rows, seq}, torch::kInt64);
-    int64_t* out = batch.input_ids.data_ptr<int64_t>();
-    const bool masked = dataset_->has_label_mask();
-    if (masked) batch.label_mask = torch::empty({rows, seq}, torch::kBool);
-    for (int64_t r = 0; r < rows; ++r) {
-        int64_t pos = b * ipb + dp_rank_ + r * dp_world_;
-        int64_t idx = order_[static_cast<std::size_t>(pos)];
-        dataset_->instance(idx, out + r * seq);
-        if (masked) dataset_->instance_mask(idx, batch.label_mask.data_ptr<bool>() + r * seq);
-        batch.index.push_back(idx);
-    }
-    if (auto eos = dataset_->doc_eos_id()) batch.doc_ids = document_ids(batch.input_ids, *eos);
+    std::vector<int64_t> indices;
+    indices.reserve(static_cast<std::size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+        indices.push_back(order_[static_cast<std::size_t>(b * ipb + dp_rank_ + r * dp_world_)]);
+    Batch batch = read_batch(*dataset_, indices);
+    const int64_t* out = batch.input_ids.data_ptr<int64_t>();
     if (const auto& filter = dataset_->instance_filter()) {
         batch.instance_mask = torch::empty({rows}, torch::kBool);
         for (int64_t r = 0; r < rows; ++r)

@@ -38,6 +38,12 @@ struct Batch {
     std::vector<int64_t> source_tokens;
 };
 
+/// The rows `indices` of `dataset` as one batch: their tokens, label masks (with
+/// dataset.label_mask_paths) and each token's document (with dataset.generate_doc_lengths), as
+/// training and evaluation both read them. The repetition filter and a mixture's source counts
+/// are the data loader's, not part of this.
+Batch read_batch(const TokenDataset& dataset, const std::vector<int64_t>& indices);
+
 class DataLoader : public stateful::Stateful {
 public:
     DataLoader(std::shared_ptr<TokenDataset> dataset, const config::DataLoaderConfig& cfg,

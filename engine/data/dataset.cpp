@@ -758,6 +758,12 @@ void TokenDataset::instance_mask(int64_t i, bool* out) const {
     for (int64_t k = 0; k < seq_len_; ++k) out[k] = bytes[static_cast<std::size_t>(k)] != 0;
 }
 
+std::string TokenDataset::describe_instance(int64_t i) const {
+    const auto& [f, off] = starts_.at(static_cast<std::size_t>(i));
+    return files_.at(static_cast<std::size_t>(f))->name() + ", tokens " + std::to_string(off) +
+           "-" + std::to_string(off + seq_len_ - 1);
+}
+
 std::shared_ptr<TokenDataset> TokenDataset::slice(int64_t begin, int64_t end,
                                                   const std::string& label) const {
     auto ds = std::make_shared<TokenDataset>(*this);

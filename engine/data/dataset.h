@@ -100,6 +100,8 @@ public:
     bool has_label_mask() const { return !masks_.empty(); }
     /// Writes instance i's label mask into out: true where the token is trained on.
     void instance_mask(int64_t i, bool* out) const;
+    /// Where instance i is read from, for messages: "FILE, tokens A-B" (tokens counted from 0).
+    std::string describe_instance(int64_t i) const;
     /// Document masking (dataset.generate_doc_lengths): the token that ends a document; nullopt
     /// when masking is off.
     std::optional<int64_t> doc_eos_id() const { return doc_eos_; }

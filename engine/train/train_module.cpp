@@ -262,6 +262,23 @@ torch::Tensor shifted_labels(const data::Batch& batch, int64_t ignore_index) {
 
 }  // namespace
 
+std::string TransformerTrainModule::all_masked_message(const data::Batch& batch) const {
+    // The loss is a mean over the rank batch's trained labels: with none it is 0/0 (NaN).
+    const auto& ds = trainer_->data_loader().dataset();
+    std::string where;
+    for (std::size_t i = 0; i < batch.index.size() && i < 4; ++i)
+        where += (i ? "; " : "") + std::string("instance ") + std::to_string(batch.index[i]) +
+                 " (" + ds.describe_instance(batch.index[i]) + ")";
+    if (batch.index.size() > 4)
+        where += "; and " + std::to_string(batch.index.size() - 4) + " more";
+    return "step " + std::to_string(trainer_->global_step()) +
+           ": every label of this rank's batch is masked, so there is no loss to take (0/0): " +
+           where +
+           ". Their label masks hold no trained token (data prepared with --chat trains on "
+           "assistant turns only: a conversation longer than the sequence can leave a whole "
+           "instance without one); check the data's label masks";
+}
+
 model::Documents TransformerTrainModule::documents(const data::Batch& batch,
                                                    const torch::Tensor& doc_ids, int64_t start,
                                                    int64_t len) const {
@@ -306,6 +323,7 @@ void TransformerTrainModule::train_batch(const data::Batch& batch) {
             ReduceType::mean);
         num_loss_tokens += static_cast<double>(masked * seq);
     }
+    if (num_loss_tokens == 0) throw Error(all_masked_message(batch));
 
     const int64_t mb_rows = cfg_.rank_microbatch_size / seq;
     const int64_t rows = input_ids.size(0);

@@ -78,6 +78,8 @@ private:
     /// on CUDA their spans from the batch's host ids; none without document masking.
     model::Documents documents(const data::Batch& batch, const torch::Tensor& doc_ids,
                                int64_t start, int64_t len) const;
+    /// Why a rank batch with no trained label cannot be trained on, naming its instances' files.
+    std::string all_masked_message(const data::Batch& batch) const;
     /// The gradients the optimizer steps with (set ones only).
     std::vector<torch::Tensor> step_grads() const;
     /// Their total norm in fp32, over ranks and tensor-parallel slices, on the device.

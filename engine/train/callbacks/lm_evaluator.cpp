@@ -1,4 +1,5 @@
 // lm_evaluator: the loss and perplexity on held-out data every `eval_interval` steps.
+#include "engine/data/data_loader.h"
 #include "engine/train/callbacks/builtin.h"
 #include "engine/train/trainer.h"
 #include "engine/util/log.h"
@@ -45,7 +46,6 @@ public:
         double loss_sum = 0;
         int64_t tokens = 0, batches = 0;
         for (int64_t b = 0; b < max_batches; ++b) {
-            data::Batch batch;
             std::vector<int64_t> idx;
             for (int64_t r = 0; r < rows; ++r) {
                 int64_t i = b * per_batch + dp_rank + r * dp_size;
@@ -55,16 +55,8 @@ public:
             // counted): under FSDP every forward gathers parameters from every rank.
             const bool filler = idx.empty();
             if (filler) idx.push_back(0);
-            batch.input_ids = torch::empty({static_cast<int64_t>(idx.size()), seq}, torch::kInt64);
-            if (ds_->has_label_mask())
-                batch.label_mask =
-                    torch::empty({static_cast<int64_t>(idx.size()), seq}, torch::kBool);
-            for (std::size_t r = 0; r < idx.size(); ++r) {
-                const int64_t row = static_cast<int64_t>(r) * seq;
-                ds_->instance(idx[r], batch.input_ids.data_ptr<int64_t>() + row);
-                if (ds_->has_label_mask())
-                    ds_->instance_mask(idx[r], batch.label_mask.data_ptr<bool>() + row);
-            }
+            // The same rows as training reads them: label masks and document masking included.
+            const data::Batch batch = data::read_batch(*ds_, idx);
             auto [l, k] = t.train_module().eval_batch(batch);
             if (filler) continue;
             loss_sum += l;
@@ -75,8 +67,19 @@ public:
             {loss_sum, static_cast<double>(tokens), static_cast<double>(batches)}, torch::kFloat64);
         if (t.env().tp_rank() != 0) sums.zero_();
         group.all_reduce(sums);
-        double ce = sums[0].item<double>() / std::max(1.0, sums[1].item<double>());
         const std::string prefix = "eval/lm/" + cfg_.name + "/";
+        if (sums[1].item<double>() == 0) {
+            // Every label of the evaluated instances is masked: no loss to report (0/0), and a
+            // CE loss of 0 would be false.
+            log::warn(
+                "eval at step {}: {}: every label of the {} evaluated instance(s) of {} is "
+                "masked (their label masks hold no trained token); no {}CE loss recorded",
+                step(), cfg_.name, std::min(n, max_batches * per_batch), ds_->description(),
+                prefix);
+            last_eval_ = step();
+            return;
+        }
+        double ce = sums[0].item<double>() / sums[1].item<double>();
         t.record_metric(prefix + "CE loss", ce, std::nullopt, config::MetricMergeStrategy::latest);
         t.record_metric(prefix + "PPL", std::exp(ce), std::nullopt,
                         config::MetricMergeStrategy::latest);

@@ -79,6 +79,109 @@ private Q_SLOTS:
         QVERIFY2(bad.output.contains("dataset.eos_token_id"), qPrintable(bad.output));
     }
 
+    // Validation reads its rows as training does (issue 44 item 5): the evaluation before the
+    // first step (the same weights in every run) changes with document masking and with label
+    // masks, exactly where the training loss does; masks that leave nothing to train on are
+    // named instead of a NaN loss.
+    void validationHonoursMasks() {
+        const QString tokens = runs() + "/val-tokens.npy";
+        QVector<quint16> ids;
+        for (int i = 0; i < 40000; ++i) ids.append(static_cast<quint16>((i * 7) % 30));
+        QVERIFY(write_text(
+            tokens, QByteArray(reinterpret_cast<const char*>(ids.constData()), ids.size() * 2)));
+        auto mask_file = [&](const QString& name, auto keep) {
+            QByteArray bytes(ids.size(), '\0');
+            for (int i = 0; i < ids.size(); ++i) bytes[i] = keep(i) ? 1 : 0;
+            const QString path = runs() + "/" + name;
+            write_text(path, bytes);
+            return path;
+        };
+        const QString ones = mask_file("ones.bin", [](int) { return true; });
+        const QString half = mask_file("half.bin", [](int i) { return i % 4 < 2; });
+        const QString none = mask_file("none.bin", [](int) { return false; });
+        const QString no_val = mask_file("noval.bin", [&](int i) { return i < ids.size() / 2; });
+        QStringList base = {"dataset.source=numpy",
+                                  "dataset.paths=[" + tokens + "]",
+                                  "model.vocab_size=512",
+                                  "dataset.validation_fraction=0.1",
+                                  "trainer.max_duration=1steps",
+                                  "trainer.metrics_collect_interval=1",
+                                  "trainer.callbacks.checkpointer.enabled=false",
+                                  "trainer.callbacks.lm_evaluator.enabled=true",
+                                  "trainer.callbacks.lm_evaluator.eval_on_startup=true",
+                                  "trainer.callbacks.lm_evaluator.eval_on_finish=false"};
+        const QString key = "eval/lm/validation/CE loss";
+        struct Losses {
+            double eval = 0, train = 0;
+            QString output;
+        };
+        auto run = [&](const QString& name, const QStringList& extra) {
+            const auto r = run_engine(args(name, base + extra), runs());
+            Losses l;
+            l.output = r.output;
+            if (r.exit_code != 0) return l;
+            const auto m = read_metrics(folder(name) + "/metrics.jsonl");
+            for (const auto& row : m)
+                if (row.contains(key)) l.eval = row[key].toDouble();
+            l.train = losses(m).value(1);
+            return l;
+        };
+        // Weights that have learnt something (at initialisation every token is about as likely,
+        // and masks barely move the loss): every run below starts from them.
+        {
+            QStringList train = base;
+            train.replaceInStrings("trainer.max_duration=1steps", "trainer.max_duration=40steps");
+            train.removeAll("trainer.callbacks.checkpointer.enabled=false");
+            const auto r = run_engine(args("val-base", train), runs());
+            QVERIFY2(r.exit_code == 0, qPrintable(r.output));
+            QVERIFY2(QFileInfo(folder("val-base") + "/step40").isDir(), qPrintable(r.output));
+        }
+        base += QStringList{"trainer.load_path=" + folder("val-base") + "/step40",
+                            "trainer.load_trainer_state=false"};
+        const auto plain = run("val-plain", {});
+        QVERIFY2(plain.eval > 0 && plain.train > 0, qPrintable(plain.output));
+        const auto one_doc =
+            run("val-one-doc", {"dataset.generate_doc_lengths=true", "dataset.eos_token_id=299"});
+        const auto docs =
+            run("val-docs", {"dataset.generate_doc_lengths=true", "dataset.eos_token_id=0"});
+        const auto all_ones = run("val-ones", {"dataset.label_mask_paths=[" + ones + "]"});
+        const auto halves = run("val-half", {"dataset.label_mask_paths=[" + half + "]"});
+        auto same = [](double a, double b) { return std::abs(a - b) <= 1e-6 * std::abs(b); };
+        auto differs = [](double a, double b) { return std::abs(a - b) > 1e-4 * std::abs(b); };
+        auto show = [](const char* what, const Losses& a, const Losses& b) {
+            return QString("%1: eval %2 vs %3, train %4 vs %5\n%6")
+                .arg(what)
+                .arg(a.eval, 0, 'g', 10)
+                .arg(b.eval, 0, 'g', 10)
+                .arg(a.train, 0, 'g', 10)
+                .arg(b.train, 0, 'g', 10)
+                .arg(a.output.right(2000));
+        };
+        QVERIFY2(same(one_doc.eval, plain.eval) && same(one_doc.train, plain.train),
+                 qPrintable(show("an EOS that never occurs", one_doc, plain)));
+        QVERIFY2(differs(docs.eval, plain.eval) && differs(docs.train, plain.train),
+                 qPrintable(show("documents of 30 tokens", docs, plain)));
+        QVERIFY2(same(all_ones.eval, plain.eval) && same(all_ones.train, plain.train),
+                 qPrintable(show("a mask of ones", all_ones, plain)));
+        QVERIFY2(differs(halves.eval, plain.eval) && differs(halves.train, plain.train),
+                 qPrintable(show("half the labels masked", halves, plain)));
+
+        // Nothing to train on: the instances are named with their file, not a NaN loss.
+        const auto bad = run_engine(
+            args("val-none", base + QStringList{"dataset.label_mask_paths=[" + none + "]"}),
+            runs());
+        QCOMPARE(bad.exit_code, 1);
+        QVERIFY2(bad.output.contains("every label of this rank's batch is masked") &&
+                     bad.output.contains(tokens + ", tokens ") && !bad.output.contains("nan"),
+                 qPrintable(bad.output));
+        // Nothing to evaluate: a warning, no false CE loss of 0, and training goes on.
+        const auto quiet = run("val-noval", {"dataset.label_mask_paths=[" + no_val + "]"});
+        QVERIFY2(quiet.train > 0 && quiet.eval == 0, qPrintable(quiet.output));
+        QVERIFY2(quiet.output.contains("every label of the") &&
+                     quiet.output.contains("no eval/lm/validation/CE loss recorded"),
+                 qPrintable(quiet.output));
+    }
+
     void numpySourceTrains() {
         QString path = runs() + "/tokens.npy";
         QFile f(path);
