@@ -101,15 +101,15 @@ private Q_SLOTS:
         const QString none = mask_file("none.bin", [](int) { return false; });
         const QString no_val = mask_file("noval.bin", [&](int i) { return i < ids.size() / 2; });
         QStringList base = {"dataset.source=numpy",
-                                  "dataset.paths=[" + tokens + "]",
-                                  "model.vocab_size=512",
-                                  "dataset.validation_fraction=0.1",
-                                  "trainer.max_duration=1steps",
-                                  "trainer.metrics_collect_interval=1",
-                                  "trainer.callbacks.checkpointer.enabled=false",
-                                  "trainer.callbacks.lm_evaluator.enabled=true",
-                                  "trainer.callbacks.lm_evaluator.eval_on_startup=true",
-                                  "trainer.callbacks.lm_evaluator.eval_on_finish=false"};
+                            "dataset.paths=[" + tokens + "]",
+                            "model.vocab_size=512",
+                            "dataset.validation_fraction=0.1",
+                            "trainer.max_duration=1steps",
+                            "trainer.metrics_collect_interval=1",
+                            "trainer.callbacks.checkpointer.enabled=false",
+                            "trainer.callbacks.lm_evaluator.enabled=true",
+                            "trainer.callbacks.lm_evaluator.eval_on_startup=true",
+                            "trainer.callbacks.lm_evaluator.eval_on_finish=false"};
         const QString key = "eval/lm/validation/CE loss";
         struct Losses {
             double eval = 0, train = 0;
