@@ -6,8 +6,14 @@
 
 namespace lathe::chat {
 
+namespace {
+constexpr const char* kRoles[] = {"system", "developer", "user",    "assistant",
+                                  "tool",   "ipython",   "function"};
+}  // namespace
+
 bool known_role(const std::string& role) {
-    return role == "system" || role == "user" || role == "assistant" || role == "tool";
+    return std::any_of(std::begin(kRoles), std::end(kRoles),
+                       [&](const char* r) { return role == r; });
 }
 
 void check_conversation(const nlohmann::ordered_json& messages, const std::string& where,
@@ -22,15 +28,38 @@ void check_conversation(const nlohmann::ordered_json& messages, const std::strin
         auto role = m.find("role");
         if (role == m.end() || !role->is_string()) throw Error(at + " has no \"role\" string");
         const std::string r = role->get<std::string>();
-        if (!known_role(r))
-            throw Error(at + ": unknown role \"" + r + "\" (known: system, user, assistant, tool)");
+        if (!known_role(r)) {
+            std::string known;
+            for (const char* k : kRoles) known += std::string(known.empty() ? "" : ", ") + k;
+            throw Error(at + ": unknown role \"" + r + "\" (known: " + known + ")");
+        }
         auto content = m.find("content");
-        if (content == m.end() || !content->is_string())
-            throw Error(at + " (" + r + ") has no \"content\" string");
+        if (content != m.end() && !content->is_string() && !content->is_null()) {
+            if (!content->is_array())
+                throw Error(at + " (" + r +
+                            "): \"content\" is neither a string, null nor a list of parts");
+            for (std::size_t k = 0; k < content->size(); ++k)
+                if (!(*content)[k].is_object())
+                    throw Error(at + " (" + r + "): content part " + std::to_string(k + 1) +
+                                " is not an object ({\"type\": \"text\", \"text\": ...})");
+        }
         assistant = assistant || r == "assistant";
     }
     if (!assistant && need_assistant)
         throw Error(where + ": the conversation has no assistant turn: nothing to train on");
+}
+
+void check_context(const nlohmann::ordered_json& context, const std::string& where) {
+    if (context.is_null()) return;
+    if (!context.is_object()) throw Error(where + ": the template context is not an object");
+    if (auto t = context.find("tools"); t != context.end() && !t->is_null()) {
+        if (!t->is_array()) throw Error(where + ": \"tools\" is not a list of tool schemas");
+        for (std::size_t k = 0; k < t->size(); ++k)
+            if (!(*t)[k].is_object())
+                throw Error(where + ": tool " + std::to_string(k + 1) + " is not an object");
+    }
+    if (auto d = context.find("documents"); d != context.end() && !d->is_null() && !d->is_array())
+        throw Error(where + ": \"documents\" is not a list");
 }
 
 namespace {
@@ -49,11 +78,12 @@ std::size_t token_boundary(const tokenizer::Tokenizer& tok, const std::string& p
 
 Encoded encode_conversation(const ChatTemplate& tmpl, const tokenizer::Tokenizer& tok,
                             const nlohmann::ordered_json& messages, TrainOn train_on,
-                            const std::string& where) {
+                            const std::string& where, const nlohmann::ordered_json& context) {
     check_conversation(messages, where);
+    check_context(context, where);
     Encoded out;
     try {
-        out.text = tmpl.render(messages, false);
+        out.text = tmpl.render(messages, false, context);
     } catch (const Error& e) {
         throw Error(where, e);
     }
@@ -69,7 +99,7 @@ Encoded encode_conversation(const ChatTemplate& tmpl, const tokenizer::Tokenizer
                                     messages.begin() + static_cast<std::ptrdiff_t>(count));
         std::string text;
         try {
-            text = tmpl.render(head, generation_prompt);
+            text = tmpl.render(head, generation_prompt, context);
         } catch (const Error& e) {
             throw Error(where + ": rendering the turns before message " +
                             std::to_string(count + (generation_prompt ? 1 : 0)),

@@ -24,14 +24,23 @@ namespace lathe::chat {
 
 enum class TrainOn { assistant, all };
 
-/// "system", "user", "assistant", "tool".
+/// The roles chat data uses: "system", "developer" (OpenAI's system role for reasoning models),
+/// "user", "assistant", "tool", "ipython" (Llama 3.1's tool results), "function" (OpenAI's older
+/// tool results).
 bool known_role(const std::string& role);
 
 /// Checks a conversation: a non-empty array of objects, each with a known string `role` and a
-/// string `content`, at least one of them the assistant's (when `need_assistant`: training data
-/// needs one, a prompt does not). Throws lathe::Error "where: reason".
+/// `content` that is a string, null or absent (an assistant turn that only calls tools), or a
+/// list of parts (objects, as `[{"type": "text", "text": ...}]`), at least one of them the
+/// assistant's (when `need_assistant`: training data needs one, a prompt does not). The
+/// template is handed each message as it is: other keys (tool_calls, reasoning_content, name)
+/// too. Throws lathe::Error "where: reason".
 void check_conversation(const nlohmann::ordered_json& messages, const std::string& where,
                         bool need_assistant = true);
+
+/// Checks a line's context (a JSON object or null): `tools` a list of objects, `documents` a
+/// list. Throws lathe::Error "where: reason".
+void check_context(const nlohmann::ordered_json& context, const std::string& where);
 
 struct Encoded {
     std::string text;           ///< the rendered conversation
@@ -39,9 +48,11 @@ struct Encoded {
     std::vector<uint8_t> mask;  ///< 1 where the loss is taken, one per id
 };
 
-/// Checks, renders and tokenizes one conversation. Errors name `where` (file:line).
+/// Checks, renders and tokenizes one conversation; `context` holds its `tools` and `documents`
+/// (ChatTemplate::render). Errors name `where` (file:line).
 Encoded encode_conversation(const ChatTemplate& tmpl, const tokenizer::Tokenizer& tok,
                             const nlohmann::ordered_json& messages, TrainOn train_on,
-                            const std::string& where);
+                            const std::string& where,
+                            const nlohmann::ordered_json& context = nlohmann::ordered_json());
 
 }  // namespace lathe::chat

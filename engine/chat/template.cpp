@@ -1,4 +1,5 @@
 #include "engine/chat/template.h"
+#include "engine/run_folder/file_io.h"
 #include "engine/util/error.h"
 #include "engine/util/hash.h"
 
@@ -101,6 +102,21 @@ ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
+ChatTemplate ChatTemplate::copy() const {
+    ChatTemplate c(source_, origin_, special_);
+    c.kwargs_ = kwargs_;
+    return c;
+}
+
+namespace {
+// What save() records beside the template: its variables (`chat_template_kwargs`).
+ChatTemplate with_saved_kwargs(ChatTemplate t, const nlohmann::json& config) {
+    if (auto it = config.find("chat_template_kwargs"); it != config.end() && it->is_object())
+        t.set_kwargs(nlohmann::ordered_json::parse(it->dump()));
+    return t;
+}
+}  // namespace
+
 ChatTemplate ChatTemplate::load(const std::string& path) {
     std::error_code ec;
     const fs::path p(path);
@@ -109,14 +125,16 @@ ChatTemplate ChatTemplate::load(const std::string& path) {
         const nlohmann::json cfg =
             fs::is_regular_file(config, ec) ? read_json(config) : nlohmann::json::object();
         if (fs::is_regular_file(jinja, ec))
-            return ChatTemplate(read_file(jinja), jinja.string(), special_tokens_of(cfg));
+            return with_saved_kwargs(
+                ChatTemplate(read_file(jinja), jinja.string(), special_tokens_of(cfg)), cfg);
         if (!fs::is_regular_file(config, ec))
             throw Error(path +
                         ": no chat template (neither chat_template.jinja nor "
                         "tokenizer_config.json)");
         auto source = template_in_config(cfg, config);
         if (!source) throw Error(config.string() + ": no chat_template");
-        return ChatTemplate(std::move(*source), config.string(), special_tokens_of(cfg));
+        return with_saved_kwargs(
+            ChatTemplate(std::move(*source), config.string(), special_tokens_of(cfg)), cfg);
     }
     if (!fs::is_regular_file(p, ec)) throw Error(path + ": no such file or folder");
     if (p.extension() == ".json") {
@@ -133,6 +151,15 @@ ChatTemplate ChatTemplate::load(const std::string& path) {
     return ChatTemplate(read_file(p), path, special_tokens_of(cfg));
 }
 
+void ChatTemplate::save(const std::string& dir, nlohmann::json tokenizer_config) const {
+    for (const auto& [k, v] : special_.items()) tokenizer_config[k] = v;
+    if (!kwargs_.empty())
+        tokenizer_config["chat_template_kwargs"] = nlohmann::json::parse(kwargs_.dump());
+    run_folder::write_file_atomic((fs::path(dir) / "chat_template.jinja").string(), source_);
+    run_folder::write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(),
+                                  tokenizer_config.dump(2) + "\n");
+}
+
 std::optional<ChatTemplate> ChatTemplate::beside_tokenizer(const std::string& tokenizer_file) {
     std::error_code ec;
     fs::path dir = fs::path(tokenizer_file).parent_path();
@@ -145,11 +172,18 @@ std::optional<ChatTemplate> ChatTemplate::beside_tokenizer(const std::string& to
     return load(config.string());
 }
 
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
-                                 bool add_generation_prompt) const {
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& context) const {
+    // transformers: render(messages=, tools=, documents=, add_generation_prompt=,
+    // **special_tokens_map, **kwargs); tools and documents are None when not given.
     nlohmann::ordered_json vars = {{"messages", messages},
+                                   {"tools", nullptr},
+                                   {"documents", nullptr},
                                    {"add_generation_prompt", add_generation_prompt}};
+    if (context.is_object())
+        for (const auto& [k, v] : context.items()) vars[k] = v;
     for (const auto& [k, v] : special_.items()) vars[k] = v;
+    for (const auto& [k, v] : kwargs_.items()) vars[k] = v;
     try {
         auto context = minja::Context::make(minja::Value(vars));
         // transformers' strftime_now: the local time, formatted by strftime.
@@ -173,7 +207,37 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
 }
 
 std::string ChatTemplate::id() const {
-    return fnv1a_hex(source_ + "\n" + special_.dump());
+    return fnv1a_hex(source_ + "\n" + special_.dump() +
+                     (kwargs_.empty() ? std::string() : "\n" + kwargs_.dump()));
+}
+
+void ChatTemplate::set_kwargs(nlohmann::ordered_json kwargs) {
+    if (!kwargs.is_object()) throw Error(origin_ + ": template arguments must be a JSON object");
+    kwargs_ = std::move(kwargs);
+}
+
+void ChatTemplate::update_kwargs(const nlohmann::ordered_json& more) {
+    if (!more.is_object()) throw Error(origin_ + ": template arguments must be a JSON object");
+    for (const auto& [k, v] : more.items()) kwargs_[k] = v;
+}
+
+void add_template_arg(nlohmann::ordered_json& kwargs, const std::string& arg) {
+    const auto eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0)
+        throw Error("--template-arg " + arg + ": give NAME=VALUE (enable_thinking=false)");
+    const std::string name = arg.substr(0, eq), value = arg.substr(eq + 1);
+    for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt",
+                                 "bos_token", "eos_token", "pad_token", "unk_token"})
+        if (name == reserved)
+            throw Error("--template-arg " + arg + ": " + name +
+                        " is set by Lathe itself (from the data line, --generation-prompt or "
+                        "the tokenizer config)");
+    if (!kwargs.is_object()) kwargs = nlohmann::ordered_json::object();
+    try {
+        kwargs[name] = nlohmann::ordered_json::parse(value);
+    } catch (const nlohmann::json::exception&) {
+        kwargs[name] = value;  // not JSON: a string
+    }
 }
 
 }  // namespace lathe::chat

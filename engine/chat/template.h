@@ -20,6 +20,9 @@ public:
     ChatTemplate(std::string source, std::string origin, nlohmann::json special_tokens);
     ~ChatTemplate();
     ChatTemplate(ChatTemplate&&) noexcept;
+    /// Another instance of the same template and kwargs (a worker's own: minja's parse tree is
+    /// not shared between threads).
+    ChatTemplate copy() const;
     ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
     /// Reads a template from `path`: a model or tokenizer folder (chat_template.jinja there, as
@@ -28,15 +31,34 @@ public:
     /// beside it. Throws lathe::Error naming the file when there is no template.
     static ChatTemplate load(const std::string& path);
 
+    /// Writes the template where a tokenizer goes (a prepared data folder, an export):
+    /// `dir`/chat_template.jinja (the source, as transformers saves it) and the entries
+    /// tokenizer_config.json needs for load() to give this template back: the special tokens
+    /// and, when set, `chat_template_kwargs`. `tokenizer_config` holds the file's other entries
+    /// (written as they are). Atomic, file by file.
+    void save(const std::string& dir,
+              nlohmann::json tokenizer_config = nlohmann::json::object()) const;
+
     /// The template for a tokenizer file (tokenizer.json / tokenizer.model): its folder's, or
     /// nullopt when that folder has none.
     static std::optional<ChatTemplate> beside_tokenizer(const std::string& tokenizer_file);
 
     /// The text of `messages` (a JSON array of message objects, handed to the template as they
-    /// are, keys in their order), as apply_chat_template(messages, tokenize=False, add_generation_prompt=…) gives it.
-    /// Throws lathe::Error "origin: chat template: reason" when rendering fails (raise_exception
-    /// included).
-    std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
+    /// are, keys in their order), as apply_chat_template(messages, tools=…, documents=…,
+    /// tokenize=False, add_generation_prompt=…, **kwargs()) gives it. `context` is an object
+    /// with a conversation's `tools` and `documents` (each null when absent, as transformers
+    /// passes them). Throws lathe::Error "origin: chat template: reason" when rendering fails
+    /// (raise_exception included).
+    std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                       const nlohmann::ordered_json& context = nlohmann::ordered_json()) const;
+
+    /// Template variables for every render (transformers' apply_chat_template **kwargs, as
+    /// `--template-arg enable_thinking=false` gives them); they take part in id().
+    void set_kwargs(nlohmann::ordered_json kwargs);
+    /// Adds `more` to kwargs(), replacing those of the same name (--template-arg over the
+    /// variables a template was saved with).
+    void update_kwargs(const nlohmann::ordered_json& more);
+    const nlohmann::ordered_json& kwargs() const { return kwargs_; }
 
     const std::string& source() const { return source_; }
     const std::string& origin() const { return origin_; }
@@ -48,7 +70,14 @@ private:
     struct Parsed;
     std::string source_, origin_;
     nlohmann::json special_;
+    nlohmann::ordered_json kwargs_ = nlohmann::ordered_json::object();
     std::unique_ptr<Parsed> parsed_;
 };
+
+/// Adds one `--template-arg KEY=VALUE` to `kwargs`: VALUE is read as JSON when it is JSON
+/// (false, 3, "x", [1, 2]), else taken as a string. Throws lathe::Error naming the argument for
+/// a missing '=' or a name the renderer sets itself (messages, tools, documents,
+/// add_generation_prompt, the special tokens).
+void add_template_arg(nlohmann::ordered_json& kwargs, const std::string& arg);
 
 }  // namespace lathe::chat

@@ -1,5 +1,6 @@
 #include "engine/checkpoint/hf_convert.h"
 
+#include "engine/chat/template.h"
 #include "engine/checkpoint/checkpointer.h"
 #include "engine/checkpoint/tensor_file.h"
 #include "engine/config/io.h"
@@ -274,8 +275,16 @@ void write_tokenizer(const tokenizer::Tokenizer& tok, const std::string& tokeniz
         tokenizer_config["add_eos_token"] = false;
         tokenizer_config["legacy"] = false;
     }
-    run_folder::write_file_atomic(run_folder::join(dir, "tokenizer_config.json"),
-                                  tokenizer_config.dump(2) + "\n");
+    // The chat template the run trained with (saved with its checkpoints), so that
+    // transformers' apply_chat_template on the export renders what Lathe trained on.
+    const auto chat = chat::ChatTemplate::beside_tokenizer(tokenizer_path);
+    if (chat) {
+        chat->save(dir, tokenizer_config);
+        result.files.emplace_back("chat_template.jinja");
+    } else {
+        run_folder::write_file_atomic(run_folder::join(dir, "tokenizer_config.json"),
+                                      tokenizer_config.dump(2) + "\n");
+    }
     result.files.push_back(name);
     result.files.emplace_back("tokenizer_config.json");
 }

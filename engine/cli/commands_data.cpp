@@ -32,7 +32,8 @@ const char* kPrepareUsage =
     "usage: lathe-engine prepare-data PATHS... --tokenizer FILE --out DIR\n"
     "           [--shard-size 1GB] [--dtype uint16|uint32] [--field text] [--add-bos]\n"
     "           [--eos-id N] [--threads N] [--progress text|json|none]\n"
-    "           [--chat [--chat-template FILE] [--train-on assistant|all]]\n"
+    "           [--chat [--chat-template FILE] [--train-on assistant|all]\n"
+    "                   [--template-arg NAME=VALUE]...]\n"
     "           [--instances stream|padded|packed --sequence-length N [--pad-id N]]\n"
     "Tokenizes UTF-8 text files (one document each), JSONL files (one document per line, from\n"
     "the --field string) and folders of them, .gz and .zst too, on every core. Writes OLMo-core\n"
@@ -41,7 +42,9 @@ const char* kPrepareUsage =
     "--chat: each JSONL line is a conversation (--field messages: role/content objects),\n"
     "rendered with the model's chat template (tokenizer_config.json or chat_template.jinja beside\n"
     "the tokenizer, or --chat-template) and written with label masks DIR/label-mask-NNNNN.npy\n"
-    "that train on the assistant's turns only (--train-on all: every token).\n"
+    "that train on the assistant's turns only (--train-on all: every token). A line's top-level\n"
+    "\"tools\" and \"documents\" reach the template as transformers passes them; --template-arg\n"
+    "sets a template variable for every line (enable_thinking=false; VALUE is JSON or a string).\n"
     "--instances padded|packed: each document in instances of its own, or documents packed\n"
     "best-fit into instances, of --sequence-length tokens; the padding is masked out.\n";
 
@@ -175,6 +178,8 @@ int cmd_prepare_data(const Args& args) {
             chat_options.template_path = value();
         else if (a == "--train-on")
             chat_options.train_on_all = train_on_all(value());
+        else if (a == "--template-arg")
+            chat::add_template_arg(chat_options.template_args, value());
         else if (a == "--instances") {
             const std::string v = value();
             if (v == "stream")
@@ -207,8 +212,9 @@ int cmd_prepare_data(const Args& args) {
     if (chat) {
         o.chat = chat_options;
         if (!field_given) o.field = "messages";
-    } else if (!chat_options.template_path.empty() || chat_options.train_on_all) {
-        throw Error("--chat-template and --train-on go with --chat");
+    } else if (!chat_options.template_path.empty() || chat_options.train_on_all ||
+               !chat_options.template_args.empty()) {
+        throw Error("--chat-template, --train-on and --template-arg go with --chat");
     }
     if (progress_mode != "text" && progress_mode != "text-lines" && progress_mode != "json" &&
         progress_mode != "none")
@@ -254,11 +260,13 @@ int cmd_chat(const Args& args) {
     const char* usage =
         "usage: lathe-engine chat FILE.jsonl --tokenizer FILE [--chat-template FILE]\n"
         "           [--field messages] [--train-on assistant|all] [--generation-prompt] [--text]\n"
+        "           [--template-arg NAME=VALUE]...\n"
         "Renders each line's conversation with the model's chat template and prints\n"
         "{\"text\", \"ids\", \"mask\"} per line (mask 1: the loss is taken there), or with\n"
         "--text the rendered text alone (--generation-prompt: ready for the assistant's reply).\n";
     std::string file, tokenizer_file, template_path, field = "messages";
     bool all = false, generation_prompt = false, text_only = false;
+    nlohmann::ordered_json template_args = nlohmann::ordered_json::object();
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         auto value = [&]() -> std::string {
@@ -275,6 +283,8 @@ int cmd_chat(const Args& args) {
             all = train_on_all(value());
         else if (a == "--generation-prompt")
             generation_prompt = true;
+        else if (a == "--template-arg")
+            chat::add_template_arg(template_args, value());
         else if (a == "--text")
             text_only = true;
         else if (a == "--help" || a == "-h") {
@@ -299,16 +309,20 @@ int cmd_chat(const Args& args) {
         throw Error(tokenizer_file +
                     ": no chat template beside the tokenizer; give "
                     "--chat-template FILE");
+    tmpl->update_kwargs(template_args);
     prepare::DocumentReader reader(prepare::list_sources({file}), field, prepare::FieldKind::json);
     prepare::Document doc;
     while (reader.next(doc)) {
         const std::string where = file + ":" + std::to_string(doc.line);
         const auto messages = nlohmann::ordered_json::parse(doc.text);
+        const auto context = doc.context.empty() ? nlohmann::ordered_json()
+                                                 : nlohmann::ordered_json::parse(doc.context);
         if (text_only) {
             std::string text;
             try {
                 chat::check_conversation(messages, where, /*need_assistant=*/false);
-                text = tmpl->render(messages, generation_prompt);
+                chat::check_context(context, where);
+                text = tmpl->render(messages, generation_prompt, context);
             } catch (const Error& e) {
                 throw Error(where, e);
             }
@@ -316,7 +330,8 @@ int cmd_chat(const Args& args) {
             continue;
         }
         const auto e = chat::encode_conversation(
-            *tmpl, *tok, messages, all ? chat::TrainOn::all : chat::TrainOn::assistant, where);
+            *tmpl, *tok, messages, all ? chat::TrainOn::all : chat::TrainOn::assistant, where,
+            context);
         std::cout << nlohmann::json({{"text", e.text}, {"ids", e.ids}, {"mask", e.mask}}).dump()
                   << "\n";
     }

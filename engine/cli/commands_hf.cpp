@@ -459,14 +459,19 @@ void render_chat_prompts(const ParsedArgs& p, GenerateRequest& r, const TextCode
                          const std::string& path) {
     auto& o = r.o;
     if (!p.has("--chat")) {
-        if (p.has("--system") || p.has("--chat-template") || p.has("--messages"))
-            throw Error("--system, --chat-template and --messages go with --chat");
+        if (p.has("--system") || p.has("--chat-template") || p.has("--messages") ||
+            p.has("--template-arg"))
+            throw Error("--system, --chat-template, --template-arg and --messages go with --chat");
         return;
     }
     if (!codec.tok)
         throw Error(path + ": --chat needs the model's tokenizer; give --tokenizer FILE");
     if (!r.prompts.empty()) throw Error("--chat takes --prompt TEXT, not --prompt-ids");
-    const auto tmpl = chat_template_for(p.option("--chat-template"), codec.tokenizer_path, path);
+    auto tmpl = chat_template_for(p.option("--chat-template"), codec.tokenizer_path, path);
+    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : p.options)
+        if (name == "--template-arg") chat::add_template_arg(kwargs, value);
+    tmpl.update_kwargs(kwargs);
     const std::string system = p.option("--system");
     if (const std::string file = p.option("--messages"); !file.empty()) {
         // A conversation so far (multi-turn chat): the model writes the next assistant turn.
@@ -536,11 +541,12 @@ int64_t print_generations(const ParsedArgs& p, const GenerateRequest& r,
 }  // namespace
 
 int cmd_generate(const Args& args) {
-    auto p = parse_args(args,
-                        {"--prompt", "--prompt-ids", "--tokenizer", "--max-new-tokens",
-                         "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--device",
-                         "--threads", "--max-context", "--system", "--chat-template", "--messages"},
-                        {"--json", "--no-kv-cache", "--logits", "--chat"});
+    auto p =
+        parse_args(args,
+                   {"--prompt", "--prompt-ids", "--tokenizer", "--max-new-tokens", "--temperature",
+                    "--top-k", "--top-p", "--seed", "--stop", "--device", "--threads",
+                    "--max-context", "--system", "--chat-template", "--messages", "--template-arg"},
+                   {"--json", "--no-kv-cache", "--logits", "--chat"});
     GenerateRequest r;
     if (const auto why = parse_generate(p, r); !why.empty()) {
         std::cerr << "lathe-engine generate: " << why
@@ -549,7 +555,7 @@ int cmd_generate(const Args& args) {
                      "[--max-context N] [--temperature T] [--top-k K] [--top-p P] [--seed S] "
                      "[--stop TEXT] [--device cpu|cuda] [--threads N] [--no-kv-cache] "
                      "[--json [--logits]] [--chat [--system TEXT] [--chat-template FILE] "
-                     "[--messages FILE]]\n";
+                     "[--messages FILE] [--template-arg NAME=VALUE]...]\n";
         return kExitUsage;
     }
     auto& o = r.o;

@@ -288,6 +288,7 @@ bool DocumentReader::read_line(std::string& line) {
 }
 
 bool DocumentReader::next(Document& doc) {
+    doc.context.clear();
     while (true) {
         if (!opened_ || !stream_) {
             if (!open_next_source()) return false;
@@ -320,9 +321,11 @@ bool DocumentReader::next(Document& doc) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.find_first_not_of(" \t") == std::string::npos) continue;
         const std::string where = src.path + ":" + std::to_string(line_number_);
-        nlohmann::json j;
+        // Ordered: a chat template sees the keys as the line has them (tool-call arguments,
+        // `tojson`, `.items()`), as transformers does.
+        nlohmann::ordered_json j;
         try {
-            j = nlohmann::json::parse(repair(line, line_start));
+            j = nlohmann::ordered_json::parse(repair(line, line_start));
         } catch (const nlohmann::json::exception& e) {
             throw Error(where + ": not a JSON line: " + e.what());
         }
@@ -331,6 +334,10 @@ bool DocumentReader::next(Document& doc) {
         if (kind_ == FieldKind::json) {
             if (it == j.end()) throw Error(where + ": no \"" + field_ + "\" field");
             doc.text = it->dump();
+            nlohmann::ordered_json context = nlohmann::ordered_json::object();
+            for (const char* key : {"tools", "documents"})
+                if (auto c = j.find(key); c != j.end() && !c->is_null()) context[key] = *c;
+            doc.context = context.empty() ? std::string() : context.dump();
         } else {
             if (it == j.end() || !it->is_string())
                 throw Error(where + ": no \"" + field_ + "\" string field");

@@ -54,10 +54,14 @@ struct Document {
     std::size_t source = 0;  ///< index into the source list
     uint64_t index = 0;      ///< the document's number within its source file (empty ones counted)
     uint64_t line = 0;       ///< its line in a JSONL file (1-based); 0 for a text file
+    /// For a JSON field: the line's top-level `tools` and `documents` as a JSON object (those
+    /// present, keys in the line's order), which a chat template is handed beside `messages`,
+    /// as transformers' apply_chat_template(tools=..., documents=...) does; "" when neither.
+    std::string context;
 };
 
 /// What a JSONL line's field holds: a string (text), or any JSON value (a chat's `messages`),
-/// which the reader hands on as JSON text.
+/// which the reader hands on as JSON text with its objects' keys in the line's order.
 enum class FieldKind { string, json };
 
 /// Reads the documents of `sources` in order. Empty documents are skipped (they would be a lone

@@ -114,9 +114,7 @@ public:
         for (int i = 0; i < threads; ++i) {
             Worker w;
             w.tok = tokenizer::load_tokenizer(enc_.tokenizer);
-            if (enc_.chat)
-                w.chat = std::make_unique<chat::ChatTemplate>(
-                    enc_.chat->source(), enc_.chat->origin(), enc_.chat->special_tokens());
+            if (enc_.chat) w.chat = std::make_unique<chat::ChatTemplate>(enc_.chat->copy());
             workers_.push_back(std::move(w));
         }
         for (int i = 0; i < threads; ++i)
@@ -155,8 +153,10 @@ private:
             const std::string where =
                 enc_.source_paths.at(doc.source) + ":" + std::to_string(doc.line);
             const auto messages = nlohmann::ordered_json::parse(doc.text);
+            const auto context = doc.context.empty() ? nlohmann::ordered_json()
+                                                     : nlohmann::ordered_json::parse(doc.context);
             const auto c =
-                chat::encode_conversation(*w.chat, *w.tok, messages, enc_.train_on, where);
+                chat::encode_conversation(*w.chat, *w.tok, messages, enc_.train_on, where, context);
             e.ids.assign(c.ids.begin(), c.ids.end());
             e.mask = c.mask;
             // Documents end with EOS; one the template did not write is not trained on.
@@ -390,14 +390,6 @@ Plan plan_preparation(const PrepareOptions& o) {
     p.tok = tokenizer::load_tokenizer(o.tokenizer);
     const auto& tok = p.tok;
     const int64_t vocab = p.vocab = tok->vocab_size();
-    const auto eos = o.eos_id ? o.eos_id : tok->eos_id();
-    if (!eos)
-        throw Error(o.tokenizer +
-                    ": the tokenizer has no EOS token to separate documents; give --eos-id");
-    if (*eos < 0 || *eos >= vocab)
-        throw Error("EOS id " + std::to_string(*eos) + " is outside the vocabulary (" +
-                    std::to_string(vocab) + " tokens)");
-    p.eos = *eos;
     if (o.add_bos && !tok->bos_id())
         throw Error(o.tokenizer + ": --add-bos, but the tokenizer has no BOS token");
     std::string dtype = o.dtype ? *o.dtype : (vocab <= 65536 ? "uint16" : "uint32");
@@ -422,17 +414,36 @@ Plan plan_preparation(const PrepareOptions& o) {
                             "tokenizer_config.json with a chat_template, no chat_template.jinja "
                             "in its folder); give --chat-template FILE");
         }
+        p.chat->update_kwargs(o.chat->template_args);
     }
     if (o.instances != Instances::stream && o.sequence_length < 1)
         throw Error("padded or packed instances need --sequence-length N");
     if (o.instances == Instances::stream && o.sequence_length != 0)
         throw Error("--sequence-length goes with --instances padded or packed");
     // A chat model's EOS is its tokenizer config's eos_token (<|im_end|>, <|eot_id|>), which
-    // transformers uses, rather than the tokenizer file's end of text.
+    // transformers uses, rather than the tokenizer file's end of text; it is also the EOS of a
+    // tokenizer that names none itself (DeepSeek- and Cohere-style folders).
+    std::optional<int64_t> eos = o.eos_id ? o.eos_id : tok->eos_id();
+    std::string eos_from = o.eos_id ? "--eos-id" : o.tokenizer;
     if (p.chat && !o.eos_id && p.chat->special_tokens().contains("eos_token")) {
-        const auto ids = tok->encode(p.chat->special_tokens()["eos_token"].get<std::string>());
-        if (ids.size() == 1) p.eos = ids[0];
+        const auto name = p.chat->special_tokens()["eos_token"].get<std::string>();
+        const auto ids = tok->encode(name);
+        if (ids.size() == 1) {
+            eos = ids[0];
+        } else if (!eos) {
+            throw Error(p.chat->origin() + ": eos_token \"" + name + "\" is " +
+                        std::to_string(ids.size()) + " tokens of " + o.tokenizer +
+                        ", not one; give --eos-id");
+        }
     }
+    if (!eos)
+        throw Error(o.tokenizer +
+                    ": the tokenizer has no EOS token to separate documents (and no "
+                    "tokenizer_config.json eos_token beside it); give --eos-id");
+    if (*eos < 0 || *eos >= vocab)
+        throw Error("EOS id " + std::to_string(*eos) + " (" + eos_from +
+                    ") is outside the vocabulary (" + std::to_string(vocab) + " tokens)");
+    p.eos = *eos;
     p.masks = o.chat.has_value() || o.instances != Instances::stream;
     // The padding token: --pad-id, the tokenizer config's pad_token, else EOS.
     p.pad = p.eos;
@@ -620,7 +631,8 @@ Manifest make_manifest(const PrepareOptions& o, const Plan& p, const std::vector
     m.settings = nlohmann::ordered_json::parse(p.settings.dump());
     if (p.chat)
         m.chat = token_files::ChatInfo{p.chat->origin(), p.chat->id(),
-                                       o.chat->train_on_all ? "all" : "assistant"};
+                                       o.chat->train_on_all ? "all" : "assistant",
+                                       "chat_template.jinja", p.chat->kwargs()};
     if (p.settings.contains("instances"))
         m.instances = nlohmann::ordered_json::parse(p.settings["instances"].dump());
     if (p.masks) {
@@ -644,9 +656,7 @@ Manifest make_manifest(const PrepareOptions& o, const Plan& p, const std::vector
 Encoding encoding_for(const PrepareOptions& o, const Plan& plan) {
     Encoding e;
     e.tokenizer = o.tokenizer;
-    e.chat = plan.chat ? std::make_optional(chat::ChatTemplate(
-                             plan.chat->source(), plan.chat->origin(), plan.chat->special_tokens()))
-                       : std::nullopt;
+    e.chat = plan.chat ? std::make_optional(plan.chat->copy()) : std::nullopt;
     e.train_on = o.chat && o.chat->train_on_all ? chat::TrainOn::all : chat::TrainOn::assistant;
     e.masks = plan.masks;
     e.add_bos = o.add_bos;
@@ -891,6 +901,10 @@ Manifest prepare_data(const PrepareOptions& o) {
         }
         throw;
     }
+    // The template travels with the data: beside the tokenizer copy, where a run's checkpoints,
+    // generate --chat, Try it and the Hugging Face export find it (ChatTemplate::load). Written
+    // with the manifest, once every shard is there.
+    if (plan.chat) plan.chat->save(out.string());
     const auto& shards = assembler.shards();
     if (shards.empty())
         throw Error("no text: every input document is empty (" +

@@ -44,6 +44,8 @@ enum class Instances { stream, padded, packed };
 struct ChatOptions {
     std::string template_path;  ///< empty: the template beside the tokenizer (chat/template.h)
     bool train_on_all = false;  ///< train on every token, not just the assistant's turns
+    /// Template variables (`--template-arg NAME=VALUE`, chat::add_template_arg).
+    nlohmann::ordered_json template_args = nlohmann::ordered_json::object();
 };
 
 struct PrepareOptions {

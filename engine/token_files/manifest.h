@@ -105,12 +105,19 @@ struct ChatInfo {
     std::string template_origin;  ///< where the template came from
     std::string template_id;
     std::string train_on;  ///< "assistant" or "all"
+    /// Its copy in the folder (beside the tokenizer copy, with the special tokens in
+    /// tokenizer_config.json); empty in folders prepared before the template travelled.
+    std::string file;
+    /// The template variables it was rendered with (--template-arg).
+    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
 
     template <class V>
     void visit(V& v) {
         v("template", template_origin);
         v("template_id", template_id);
         v("train_on", train_on);
+        v("file", file);
+        v("kwargs", kwargs);
     }
 };
 

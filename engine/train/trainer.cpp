@@ -1,4 +1,5 @@
 #include "engine/train/trainer.h"
+#include "engine/token_files/manifest.h"
 #include "engine/tokenizer/tokenizer.h"
 
 #include "engine/checkpoint/checkpointer.h"
@@ -628,9 +629,19 @@ std::string Trainer::save_checkpoint(bool ephemeral, bool async) {
     if (cfg_.dataset.tokenizer) {
         if (tokenizer_file_.empty()) {
             tokenizer_file_ = run_folder::read_text_file(*cfg_.dataset.tokenizer);
-            // The chat template and special tokens beside it (a Hugging Face model's folder), so
-            // `generate --chat` and exports find them in the checkpoint.
-            const auto tokenizer_dir = std::filesystem::path(*cfg_.dataset.tokenizer).parent_path();
+            // The chat template and special tokens the data was rendered with (a prepare-data
+            // --chat folder's copy), else those beside the tokenizer (a Hugging Face model's
+            // folder), so `generate --chat`, Try it and exports find them in the checkpoint.
+            auto tokenizer_dir = std::filesystem::path(*cfg_.dataset.tokenizer).parent_path();
+            for (const auto& p : cfg_.dataset.paths) {
+                std::error_code ec;
+                if (token_files::has_manifest(p) &&
+                    std::filesystem::is_regular_file(
+                        std::filesystem::path(p) / "chat_template.jinja", ec)) {
+                    tokenizer_dir = p;
+                    break;
+                }
+            }
             for (const char* name : {"tokenizer_config.json", "chat_template.jinja"}) {
                 std::error_code ec;
                 if (std::filesystem::is_regular_file(tokenizer_dir / name, ec))

@@ -234,7 +234,7 @@ def check_errors(work, tokenizer_file, prepared):
                              {"role": "assistant", "content": "y"}], 'unknown role "robot"'),
         "a content that is not a string": ([{"role": "user", "content": 3},
                                             {"role": "assistant", "content": "y"}],
-                                           "no \"content\" string"),
+                                           "is neither a string, null nor a list of parts"),
     }
     for what, (conv, message) in cases.items():
         bad = work / "bad.jsonl"
@@ -319,6 +319,117 @@ def check_training(work, prepared, fast, tokenizer_file):
           f"padded instances need their length: {r.stderr.strip()[-200:]}")
 
 
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "required": ["city"],
+                   "properties": {"unit": {"type": "string"}, "city": {"type": "string"}}}}}]
+TOOL_CONVERSATION = [
+    {"role": "developer", "content": "Use the tools."},
+    {"role": "user", "content": "Weather in Zürich?"},
+    {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {
+        "name": "get_weather", "arguments": {"zeta": 1, "city": "Zürich", "alpha": [2, 1]}}}]},
+    {"role": "tool", "content": "{\"temp\": 21, \"sky\": \"clear\"}"},
+    {"role": "assistant", "content": "21 °C and clear."},
+]
+
+
+def check_line_reaches_template(work, fast, tokenizer_file):
+    """What a line holds reaches the template as transformers hands it over: key order (tool-call
+    arguments, tool schemas), the top-level `tools`, `content: null`, content parts and the
+    developer role, and --template-arg variables."""
+    data = work / "tools.jsonl"
+    with open(data, "w") as f:
+        f.write(json.dumps({"messages": TOOL_CONVERSATION, "tools": TOOLS}, ensure_ascii=False) + "\n")
+    got = lathe("chat", data, "--tokenizer", tokenizer_file, "--text", ok=False)
+    want = fast.apply_chat_template(TOOL_CONVERSATION, tools=TOOLS, tokenize=False)
+    check(got.returncode == 0 and got.stdout == want,
+          f"tools, key order, content null and parts render as apply_chat_template ({len(want)} characters)"
+          + ("" if got.stdout == want else f"\n  lathe: {(got.stdout or got.stderr)[-400:]!r}\n  hf:    {want[-400:]!r}"))
+    rows = lathe("chat", data, "--tokenizer", tokenizer_file, ok=False)
+    check(rows.returncode == 0 and json.loads(rows.stdout)["ids"] == fast(want, add_special_tokens=False)["input_ids"],
+          "the tool conversation tokenizes and masks: " + rows.stderr.strip()[-200:])
+    # Content as a list of parts, with a template that reads them (as multimodal templates do).
+    parts = work / "parts.jinja"
+    parts.write_text("{% for m in messages %}<{{ m.role }}>{% if m.content is string %}{{ m.content }}"
+                     "{% else %}{% for p in m.content %}{{ p.type }}:{{ p.text }};{% endfor %}{% endif %}"
+                     "{% endfor %}")
+    conv = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": "c"}]
+    write_jsonl(work / "parts.jsonl", [conv])
+    got = lathe("chat", work / "parts.jsonl", "--tokenizer", tokenizer_file, "--chat-template", parts,
+                "--text", ok=False)
+    want = fast.apply_chat_template(conv, tokenize=False, chat_template=parts.read_text())
+    check(got.stdout == want, f"content parts reach the template: {got.stdout or got.stderr[-200:]!r}")
+    # A template variable, as apply_chat_template(**kwargs) passes it.
+    styled = work / "styled.jinja"
+    styled.write_text("{% if house_style is defined %}[{{ house_style }}|{{ limit * 2 }}]{% endif %}"
+                      + (HERE / "chat_templates" / "qwen2_5.jinja").read_text())
+    convs = work / "convs.jsonl"
+    write_jsonl(convs, CONVERSATIONS[:2])
+    got = lathe("chat", convs, "--tokenizer", tokenizer_file, "--chat-template", styled, "--text",
+                "--template-arg", "house_style=terse", "--template-arg", "limit=21").stdout
+    want = "".join(fast.apply_chat_template(c, tokenize=False, chat_template=styled.read_text(),
+                                            house_style="terse", limit=21) for c in CONVERSATIONS[:2])
+    check(got == want, "--template-arg reaches the template (a string and a number)")
+    r = lathe("chat", convs, "--tokenizer", tokenizer_file, "--text", "--template-arg", "nonsense", ok=False)
+    check(r.returncode != 0 and "NAME=VALUE" in r.stderr, f"a bad --template-arg is named: {r.stderr.strip()[-160:]}")
+
+
+def check_template_travels(work, fast, tokenizer_file):
+    """The template (and its variables) travel from prepare-data to the run, generate --chat and
+    the Hugging Face export: a tokenizer without a template beside it, an override template
+    with its own special tokens, a --template-arg."""
+    import shutil
+    from transformers import AutoTokenizer
+    bare = work / "bare"
+    bare.mkdir()
+    shutil.copy(tokenizer_file, bare / "tokenizer.json")
+    house = work / "house"
+    house.mkdir()
+    source = ("{% if house_style is defined %}[{{ house_style }}]{% endif %}"
+              + (HERE / "chat_templates" / "qwen2_5.jinja").read_text())
+    (house / "house.jinja").write_text(source)
+    (house / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>",
+                                                             "pad_token": "<|endoftext|>"}))
+    data = work / "travel.jsonl"
+    write_jsonl(data, CONVERSATIONS * 40)
+    out = work / "travel"
+    lathe("prepare-data", data, "--tokenizer", bare / "tokenizer.json", "--out", out, "--chat",
+          "--chat-template", house / "house.jinja", "--template-arg", "house_style=terse",
+          "--progress", "none")
+    manifest = json.loads((out / "manifest.json").read_text())
+    check((out / "chat_template.jinja").read_text() == source
+          and manifest["chat"]["file"] == "chat_template.jinja"
+          and manifest["chat"]["kwargs"] == {"house_style": "terse"}
+          and json.loads((out / "tokenizer_config.json").read_text())["eos_token"] == "<|im_end|>",
+          "prepare-data keeps the template, its special tokens and variables beside the tokenizer copy")
+    vocab = (len(fast) + 127) // 128 * 128
+    run = work / "travel-run"
+    r = lathe("train", "tiny", "dataset.source=numpy", f"dataset.paths=[\"{out}\"]",
+              f"model.vocab_size={vocab}", "dataset.sequence_length=32",
+              f"dataset.tokenizer={bare / 'tokenizer.json'}", "trainer.max_duration=2steps",
+              "trainer.save_folder=" + str(run), "data_loader.global_batch_size=64",
+              "train_module.rank_microbatch_size=64", ok=False)
+    check(r.returncode == 0, "training from the prepared folder runs" + ("" if r.returncode == 0 else r.stderr[-600:]))
+    check((run / "step2" / "chat_template.jinja").read_text() == source,
+          "the checkpoint carries the template the data was rendered with")
+    messages = [{"role": "user", "content": "how are you?"}]
+    r = lathe("generate", run, "--chat", "--prompt", "how are you?", "--max-new-tokens", "2", "--json", ok=False)
+    want = fast(fast.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                         chat_template=source, house_style="terse"),
+                add_special_tokens=False)["input_ids"]
+    check(r.returncode == 0 and json.loads(r.stdout.splitlines()[0])["prompt_ids"] == want,
+          "generate --chat on the run uses the data's template and variables" + r.stderr[-300:])
+    hf = work / "travel-hf"
+    lathe("export", run / "step2", hf)
+    exported = AutoTokenizer.from_pretrained(str(hf))
+    got = lathe("chat", data, "--tokenizer", out / "tokenizer.json", "--text").stdout
+    want = "".join(exported.apply_chat_template(c, tokenize=False, house_style="terse")
+                   for c in CONVERSATIONS * 40)
+    check(got == want and exported.eos_token == "<|im_end|>",
+          "transformers' apply_chat_template on the export renders what Lathe trained on")
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
@@ -326,6 +437,9 @@ def main():
         prepared, fast, tokenizer_file = results["olmo2"]
         check_errors(work, tokenizer_file, prepared)
         check_training(work, prepared, fast, tokenizer_file)
+        _, qwen, qwen_tokenizer = results["qwen2_5"]
+        check_line_reaches_template(work, qwen, qwen_tokenizer)
+        check_template_travels(work, qwen, qwen_tokenizer)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
         sys.exit(1)

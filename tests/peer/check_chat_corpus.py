@@ -42,7 +42,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPORT_ONLY = "--report-only" in sys.argv[1:] or os.environ.get("LATHE_CHAT_CORPUS_REPORT_ONLY") == "1"
@@ -62,9 +64,11 @@ CORPUS = Path(os.environ.get("LATHE_CHAT_TEMPLATES",
                              HERE.resolve().parents[2] / "shared" / "reference" / "chat_templates"))
 
 # Literal special markers in a template's source: <|...|>, <｜...｜> (DeepSeek), <start_of_turn>,
-# [INST], [TOOL_CALLS], [gMASK], <sop> ...
+# [INST], [TOOL_CALLS], [gMASK], <sop> ..., and <think>, <tool_call>, <tool_response> with their ends.
 SPECIAL_PATTERNS = [r"<\|[A-Za-z0-9_./-]{1,40}\|>", r"<｜[^｜\s'\"]{1,40}｜>",
-                    r"<(?:start|end)_of_[a-z]+>", r"\[/?[A-Z][A-Z_]{2,}\]", r"\[gMASK\]", r"<sop>"]
+                    r"<(?:start|end)_of_[a-z]+>", r"\[/?[A-Z][A-Z_]{2,}\]", r"\[gMASK\]", r"<sop>",
+                    # added tokens of the reasoning and tool-calling models (one token each there)
+                    r"</?(?:think|tool_call|tool_response)>"]
 
 # Family (prefix of the template's name) -> bos, eos, pad, as the released tokenizer configs give them.
 FAMILIES = {
@@ -193,11 +197,10 @@ def templates():
         if f.stem.endswith("_training"):
             continue
         training = CORPUS / "pairs" / f"{f.stem}_training.jinja"
-        out.setdefault(f.stem, [f.read_text(), None])
-        if out[f.stem][0] != f.read_text():
-            out[f.stem + "@pairs"] = [f.read_text(), None]
+        name = f.stem if out.setdefault(f.stem, [f.read_text(), None])[0] == f.read_text() else f.stem + "@pairs"
+        out.setdefault(name, [f.read_text(), None])
         if training.exists():
-            out[f.stem][1] = training.read_text()
+            out[name][1] = training.read_text()
     for name, (source, training) in out.items():
         if training is None and re.search(r"{%-?\s*generation\s*-?%}", source):
             out[name][1] = source  # a training variant itself: its own markers give the mask
@@ -329,6 +332,16 @@ def jsonl_line(conv):
 
 
 CALLS = [0]
+CALLS_LOCK = threading.Lock()
+
+
+def short_error(rc, err, work):
+    """The engine's error line (its first line naming an error), without the temporary folder."""
+    lines = [l for l in err.splitlines() if l.strip()]
+    line = next((l for l in lines if "error" in l), lines[0] if lines else "")
+    line = line.replace(str(work) + "/", "").replace("lathe-engine chat: error: ", "")
+    line = re.sub(r"^(\S+\.jsonl:\d+: )\1", r"\1", line)  # the place, once
+    return f"rc={rc}: {line[:260]}"
 
 
 def run_lines(path, convs, args, mode, expected):
@@ -337,13 +350,18 @@ def run_lines(path, convs, args, mode, expected):
     ("ok", text or row) or ("refused", message) or ("bad-output", message)."""
     results = [None] * len(convs)
     start = 0
+    work = path.parent
+
+    def call():
+        with CALLS_LOCK:
+            CALLS[0] += 1
+        return engine(["chat", path, *args])
 
     def one(i):
         path.write_text(jsonl_line(convs[i]) + "\n", encoding="utf-8")
-        CALLS[0] += 1
-        rc, out, err = engine(["chat", path, *args])
+        rc, out, err = call()
         if rc != 0:
-            return ("refused", f"rc={rc}: {err.strip()[-300:]}")
+            return ("refused", short_error(rc, err, work))
         try:
             s = out.decode("utf-8")
             return ("ok", s if mode == "text" else json.loads(s.splitlines()[0]))
@@ -352,13 +370,12 @@ def run_lines(path, convs, args, mode, expected):
 
     while start < len(convs):
         path.write_text("".join(jsonl_line(c) + "\n" for c in convs[start:]), encoding="utf-8")
-        CALLS[0] += 1
-        rc, out, err = engine(["chat", path, *args])
+        rc, out, err = call()
         m = re.search(re.escape(str(path)) + r":(\d+):", err) if rc != 0 else None
         if rc != 0 and not m:
             # Not a line's fault (an unknown argument ...), or a crash: the first line alone tells.
             first = one(start)
-            if first[0] == "refused" and (err.strip()[-300:] in first[1] or start + 1 == len(convs)):
+            if first[0] == "refused" and (first[1] == short_error(rc, err, work) or start + 1 == len(convs)):
                 for i in range(start, len(convs)):
                     results[i] = first
                 break
@@ -382,6 +399,8 @@ def run_lines(path, convs, args, mode, expected):
                 results[start + j] = ("ok", want)
                 pos += len(want)
                 j += 1
+            if j == printed and pos != len(text) and j > 0:  # more text than expected: whose?
+                j -= 1
         else:
             rows = text.splitlines()
             while j < printed and j < len(rows):
@@ -395,7 +414,7 @@ def run_lines(path, convs, args, mode, expected):
             start += j + 1
             continue
         if m:
-            results[start + printed] = ("refused", f"rc={rc}: {err.strip()[-300:]}")
+            results[start + printed] = ("refused", short_error(rc, err, work))
             start += printed + 1
         else:
             start = len(convs)
@@ -428,16 +447,19 @@ def runs(a, b):
     return out
 
 
+HEADER_TOKENS = 3  # the longest difference at a turn's start taken for the header convention
+
+
 def classify_mask(lathe, ref):
-    """equal, header-convention (every differing run at most 3 tokens, at an assistant turn's
-    leading edge: neither mask set just before it, both set just after it) or differs."""
+    """equal, header-convention (every differing run at most HEADER_TOKENS tokens, at an assistant
+    turn's leading edge: neither mask set just before it, both set just after it) or differs."""
     if lathe == ref:
         return "equal"
     n = len(ref)
     for a, b in runs(lathe, ref):
         edge = a == 0 or (lathe[a - 1] == 0 and ref[a - 1] == 0)
         then_both = b < n and lathe[b] == 1 and ref[b] == 1
-        if not (b - a <= 3 and edge and then_both):
+        if not (b - a <= HEADER_TOKENS and edge and then_both):
             return "differs"
     return "header-convention"
 
@@ -493,35 +515,41 @@ def check_template(name, source, training, work, table, details):
                         row[col] = "lathe-refuses" if kind == "refused" else kind
                         details.append((name, n + suffix, col, value))
 
-        # Masks: the conversations transformers renders.
+        # Masks: the conversations transformers renders (and Lathe renders: a conversation Lathe
+        # refuses to render is not run again for its mask).
         full = {n: hf_render(fast, CONVERSATIONS[n], False, kwargs)[0] for n in names}
-        part = [n for n in names if full[n] is not None]
         for n in names:
             if full[n] is None:
                 rows[n + suffix]["mask"] = "hf-refuses"
-        got = run_lines(work / f"{name}-mask.jsonl", [CONVERSATIONS[n] for n in part],
-                        ["--tokenizer", tokenizer_file, *targs], "mask", [None] * len(part))
-        for n, (kind, value) in zip(part, got):
+        part = [n for n in names if full[n] is not None and rows[n + suffix].get("text") != "lathe-refuses"]
+        got = dict(zip(part, run_lines(work / f"{name}-mask.jsonl", [CONVERSATIONS[n] for n in part],
+                                       ["--tokenizer", tokenizer_file, *targs], "mask", [None] * len(part))))
+        for n in names:
+            if full[n] is None:
+                continue
+            kind, value = got.get(n, ("refused", "refuses the text"))
             row = rows[n + suffix]
             conv = CONVERSATIONS[n]
             text = full[n]
             ids = fast(text, add_special_tokens=False)["input_ids"]
-            ref, how, note = None, "", ""
+            ref, how, notes = None, "", []
+            prefix = prefix_mask(fast, conv, kwargs, text, ids)
             if training is not None:
                 t_ids, t_mask, err = hf_training_mask(fast, conv, kwargs, training)
                 if err:
-                    note = f"training variant refuses: {err}"
+                    notes.append(f"training variant refuses: {err}")
                 elif t_ids != ids:
-                    note = "training variant renders other ids"
+                    notes.append("training variant renders other text")
                 else:
                     ref, how = t_mask, "training"
-            if ref is None:
-                ref = prefix_mask(fast, conv, kwargs, text, ids)
-                how = "prefix" if ref is not None else ""
+            if ref is None and prefix is not None:
+                ref, how = prefix, "prefix"
+            if prefix is None:
+                notes.append("prefix renderings inconsistent")
             if kind != "ok":
                 status = ("lathe-refuses" if ref is not None else "no-ref/lathe-refuses") \
                     if kind == "refused" else kind
-                if ref is not None or kind != "refused":
+                if value != "refuses the text" and (ref is not None or kind != "refused"):
                     details.append((name, n + suffix, "mask", value))
             elif value.get("ids") != ids:
                 status = "ids-differ"
@@ -535,9 +563,9 @@ def check_template(name, source, training, work, table, details):
                         d[0] == name and d[2].startswith("mask") and "lathe=" in d[3] for d in details):
                     details.append((name, n + suffix, f"mask ({how} ref)",
                                     mask_diff(fast, ids, value["mask"], ref)))
-            row["mask"] = status + (f" ({how})" if how and status not in ("equal",) else "")
-            if note:
-                row["note"] = note
+            row["mask"] = status + (f" ({how})" if how and status != "equal" else "")
+            if notes:
+                row["note"] = "; ".join(notes)
         table.extend((name, n, r) for n, r in rows.items())
 
 
@@ -546,15 +574,23 @@ def main():
         print(f"skipped: no chat template corpus at {CORPUS}")
         sys.exit(77)
     started = time.time()
-    table, details = [], []
     corpus = templates()
     only = os.environ.get("LATHE_CHAT_CORPUS_ONLY")  # a regex of template names, for development
     if only:
         corpus = {k: v for k, v in corpus.items() if re.search(only, k)}
+    jobs = int(os.environ.get("LATHE_CHAT_CORPUS_JOBS", min(4, os.cpu_count() or 1)))
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
-        for name, (source, training) in corpus.items():
-            check_template(name, source, training, work, table, details)
+
+        def one_template(item):
+            name, (source, training) = item
+            rows, found = [], []
+            check_template(name, source, training, work, rows, found)
+            return rows, found
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            done = list(pool.map(one_template, corpus.items()))
+    table = [r for rows, _ in done for r in rows]
+    details = [f for _, found in done for f in found]
 
     # The table.
     w = max(len("template"), *(len(n) for n, _, _ in table)) + 1
@@ -582,7 +618,8 @@ def main():
     for name, rows in by_template.items():
         bad = [f"{c} ({col}: {r[col]})" for c, r in rows for col in ("text", "gen")
                if r.get(col) in ("differs", "lathe-refuses", "bad-output")]
-        n = sum(1 for _, r in rows for col in ("text", "gen") if r.get(col) not in ("hf-refuses", "hf-refuses/lathe-renders", None))
+        n = sum(1 for _, r in rows for col in ("text", "gen")
+                if r.get(col) and not r[col].startswith("hf-refuses"))
         check(not bad, f"{name}: {n - len(bad)} of {n} renders equal apply_chat_template's"
               + ("" if not bad else ": not " + ", ".join(bad[:6]) + (" ..." if len(bad) > 6 else "")))
         refused = [c for c, r in rows for col in ("text", "gen") if r.get(col, "").startswith("hf-refuses")]
