@@ -9,7 +9,8 @@
 
 namespace lathe::ui {
 
-ChatPreview ChatPreview::of(const QString& tokenizerFile, const QString& jsonl, bool trainOnAll) {
+ChatPreview ChatPreview::of(const QString& tokenizerFile, const QString& jsonl, bool trainOnAll,
+                            const QString& templatePath, const QStringList& templateArgs) {
     ChatPreview p;
     QFile f(jsonl);
     if (!f.open(QIODevice::ReadOnly)) {
@@ -26,11 +27,17 @@ ChatPreview ChatPreview::of(const QString& tokenizerFile, const QString& jsonl, 
     p.where = QStringLiteral("%1:%2").arg(jsonl).arg(number);
     try {
         const auto tok = tokenizer::load_tokenizer(tokenizerFile.toStdString());
-        auto tmpl = chat::ChatTemplate::beside_tokenizer(tokenizerFile.toStdString());
+        auto tmpl = templatePath.isEmpty()
+                        ? chat::ChatTemplate::beside_tokenizer(tokenizerFile.toStdString())
+                        : std::make_optional(chat::ChatTemplate::load(templatePath.toStdString()));
         if (!tmpl)
             throw Error(tokenizerFile.toStdString() +
                         ": no chat template beside the tokenizer (tokenizer_config.json or "
-                        "chat_template.jinja in its folder)");
+                        "chat_template.jinja in its folder); choose a template file");
+        p.template_ = QString::fromStdString(tmpl->origin());
+        nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+        for (const auto& a : templateArgs) chat::add_template_arg(kwargs, a.toStdString());
+        tmpl->update_kwargs(kwargs);
         nlohmann::ordered_json j;
         try {
             j = nlohmann::ordered_json::parse(line.toStdString());
@@ -39,9 +46,12 @@ ChatPreview ChatPreview::of(const QString& tokenizerFile, const QString& jsonl, 
         }
         if (!j.is_object() || !j.contains("messages"))
             throw Error(p.where.toStdString() + ": no \"messages\" field");
+        nlohmann::ordered_json context = nlohmann::ordered_json::object();
+        for (const char* key : {"tools", "documents"})
+            if (j.contains(key) && !j[key].is_null()) context[key] = j[key];
         const auto e = chat::encode_conversation(
             *tmpl, *tok, j["messages"], trainOnAll ? chat::TrainOn::all : chat::TrainOn::assistant,
-            p.where.toStdString());
+            p.where.toStdString(), context);
         // Runs of equal mask, each decoded whole (a byte-level token alone may be part of a
         // character).
         std::size_t start = 0;
@@ -77,11 +87,13 @@ QString ChatPreview::html() const {
                           : QStringLiteral("<span style=\"color:#888888\">%1</span>").arg(text);
     }
     return QObject::tr(
-               "<p>%1: the loss is taken on <b>%2</b> of %3 tokens (highlighted); the "
-               "grey ones are context only.</p>")
+               "<p>%1: the loss is taken on <b>%2</b> of %3 tokens (%4%, highlighted); the "
+               "grey ones are context only. Template: %5</p>")
                .arg(where.toHtmlEscaped())
                .arg(trainedTokens)
-               .arg(totalTokens) +
+               .arg(totalTokens)
+               .arg(totalTokens > 0 ? 100.0 * trainedTokens / totalTokens : 0.0, 0, 'f', 1)
+               .arg(template_.toHtmlEscaped()) +
            QStringLiteral("<pre style=\"white-space:pre-wrap\">%1</pre>").arg(body);
 }
 

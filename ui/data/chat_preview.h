@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QString>
+#include <QStringList>
 #include <QVector>
 
 namespace lathe::ui {
@@ -17,12 +18,17 @@ struct ChatPreview {
     };
     QVector<Run> runs;
     int trainedTokens = 0, totalTokens = 0;
-    QString where;  ///< file:line of the conversation shown
-    QString error;  ///< why there is nothing to show ("" when there is)
+    QString where;      ///< file:line of the conversation shown
+    QString error;      ///< why there is nothing to show ("" when there is)
+    QString template_;  ///< the template in force: its file ("" when none was found)
 
-    /// The first conversation of `jsonl` (the first non-blank line) with the tokenizer file's
-    /// template. Errors (no template, a bad line, a template that raises) land in `error`.
-    static ChatPreview of(const QString& tokenizerFile, const QString& jsonl, bool trainOnAll);
+    /// The first conversation of `jsonl` (the first non-blank line) with `templatePath` (a
+    /// .jinja file, a tokenizer_config.json or a model folder), else the tokenizer file's
+    /// template, and `templateArgs` ("NAME=VALUE" each, prepare-data's --template-arg); the
+    /// line's `tools` and `documents` go to the template, as prepare-data hands them over.
+    /// Errors (no template, a bad line or argument, a template that raises) land in `error`.
+    static ChatPreview of(const QString& tokenizerFile, const QString& jsonl, bool trainOnAll,
+                          const QString& templatePath = {}, const QStringList& templateArgs = {});
     /// Masked runs grey, trained runs bold on a highlight, whitespace kept; or the error.
     QString html() const;
 };

@@ -14,12 +14,14 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTextBrowser>
 #include <QVBoxLayout>
+#include <QWidget>
 
 namespace lathe::ui {
 
@@ -91,14 +93,48 @@ QGroupBox* DataDialog::buildInputs() {
     trainOnAll_->setEnabled(false);
     inputsLayout->addWidget(chat_);
     inputsLayout->addWidget(trainOnAll_);
+    // Which template renders the conversations: the tokenizer folder's, or one the user picks,
+    // and its variables (prepare-data --chat-template, --template-arg).
+    auto* templateBox = new QWidget(inputsBox);
+    templateBox->setEnabled(false);
+    auto* templateRow = new QHBoxLayout(templateBox);
+    templateRow->setContentsMargins(0, 0, 0, 0);
+    templateRow->addWidget(new QLabel(tr("Template:"), inputsBox));
+    chatTemplate_ = new QLineEdit(inputsBox);
+    chatTemplate_->setObjectName(QStringLiteral("dataChatTemplate"));
+    chatTemplate_->setPlaceholderText(tr("the tokenizer folder's (chat_template.jinja)"));
+    chatTemplate_->setToolTip(
+        tr("A .jinja file, a tokenizer_config.json or a model folder whose template renders "
+           "the conversations; empty: the one beside the tokenizer. It is kept with the data, "
+           "the run's checkpoints and the export."));
+    templateRow->addWidget(chatTemplate_, 1);
+    auto* chooseTemplate = new QPushButton(tr("Choose…"), inputsBox);
+    templateRow->addWidget(chooseTemplate);
+    templateRow->addWidget(new QLabel(tr("Arguments:"), inputsBox));
+    templateArgs_ = new QLineEdit(inputsBox);
+    templateArgs_->setObjectName(QStringLiteral("dataTemplateArgs"));
+    templateArgs_->setPlaceholderText(QStringLiteral("enable_thinking=false"));
+    templateArgs_->setToolTip(
+        tr("Template variables, NAME=VALUE separated by spaces (VALUE is JSON or text; quote "
+           "one with spaces), as apply_chat_template(**kwargs) passes them."));
+    templateRow->addWidget(templateArgs_, 1);
+    inputsLayout->addWidget(templateBox);
+    connect(chooseTemplate, &QPushButton::clicked, this, [this] {
+        const QString f = QFileDialog::getOpenFileName(
+            this, tr("Chat template"), {}, tr("Chat templates (*.jinja *.json);;All files (*)"));
+        if (!f.isEmpty()) chatTemplate_->setText(f);
+    });
+    connect(chatTemplate_, &QLineEdit::textChanged, this, &DataDialog::updateButtons);
+    connect(templateArgs_, &QLineEdit::textChanged, this, &DataDialog::updateButtons);
     // What the loss will see: the first conversation, trained tokens highlighted.
     chatPreview_ = new QTextBrowser(inputsBox);
     chatPreview_->setObjectName(QStringLiteral("dataChatPreview"));
     chatPreview_->setVisible(false);
     chatPreview_->setMinimumHeight(120);
     inputsLayout->addWidget(chatPreview_);
-    connect(chat_, &QCheckBox::toggled, this, [this](bool on) {
+    connect(chat_, &QCheckBox::toggled, this, [this, templateBox](bool on) {
         trainOnAll_->setEnabled(on);
+        templateBox->setEnabled(on);
         updateButtons();
     });
     connect(trainOnAll_, &QCheckBox::toggled, this, &DataDialog::updateButtons);
@@ -216,6 +252,10 @@ PrepareRequest DataDialog::request() const {
     r.shardSize = shardSize_->currentText().trimmed();
     r.chat = chat_->isChecked();
     r.trainOnAll = r.chat && trainOnAll_->isChecked();
+    if (r.chat) {
+        r.chatTemplate = chatTemplate_->text().trimmed();
+        r.templateArgs = QProcess::splitCommand(templateArgs_->text());
+    }
     return r;
 }
 
@@ -279,11 +319,16 @@ void DataDialog::updateChatPreview() {
     const bool show = chat_->isChecked() && !jsonl.isEmpty() && QFileInfo(tok).isFile();
     chatPreview_->setVisible(show);
     const QString key = show ? tok + QLatin1Char('\n') + jsonl + QLatin1Char('\n') +
-                                   (trainOnAll_->isChecked() ? QStringLiteral("all") : QString())
+                                   (trainOnAll_->isChecked() ? QStringLiteral("all") : QString()) +
+                                   QLatin1Char('\n') + chatTemplate_->text() + QLatin1Char('\n') +
+                                   templateArgs_->text()
                              : QString();
     if (key == previewKey_) return;
     previewKey_ = key;
-    chatPreview_->setHtml(show ? ChatPreview::of(tok, jsonl, trainOnAll_->isChecked()).html()
+    chatPreview_->setHtml(show ? ChatPreview::of(tok, jsonl, trainOnAll_->isChecked(),
+                                                 chatTemplate_->text().trimmed(),
+                                                 QProcess::splitCommand(templateArgs_->text()))
+                                     .html()
                                : QString());
 }
 

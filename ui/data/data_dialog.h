@@ -74,8 +74,10 @@ private:
     QCheckBox* train_;
     QCheckBox* chat_;
     QCheckBox* trainOnAll_;
+    QLineEdit* chatTemplate_;  ///< "" : the tokenizer folder's template
+    QLineEdit* templateArgs_;  ///< NAME=VALUE ..., quoted as a shell would
     QTextBrowser* chatPreview_;
-    QString previewKey_;  ///< what the preview shows: tokenizer, file, train-on-all
+    QString previewKey_;  ///< what the preview shows: tokenizer, file, train-on-all, template
     QSpinBox* vocab_;
     QComboBox* type_;
     QLineEdit* out_;

@@ -30,6 +30,13 @@ QString PrepareRequest::problem() const {
         return QObject::tr(
             "Chat data needs the model's own tokenizer (its folder holds the chat "
             "template), not a new one.");
+    if (chat && !chatTemplate.isEmpty() && !QFileInfo::exists(chatTemplate))
+        return QObject::tr("The chat template %1 does not exist.").arg(chatTemplate);
+    for (const auto& arg : templateArgs)
+        if (arg.indexOf(QLatin1Char('=')) < 1)
+            return QObject::tr(
+                       "Template argument \"%1\": write NAME=VALUE (enable_thinking=false).")
+                .arg(arg);
     return {};
 }
 
@@ -52,6 +59,8 @@ QStringList PrepareRequest::prepareArguments() const {
     if (chat) {
         a << QStringLiteral("--chat") << QStringLiteral("--train-on")
           << (trainOnAll ? QStringLiteral("all") : QStringLiteral("assistant"));
+        if (!chatTemplate.isEmpty()) a << QStringLiteral("--chat-template") << chatTemplate;
+        for (const auto& arg : templateArgs) a << QStringLiteral("--template-arg") << arg;
         if (field != QStringLiteral("text")) a << QStringLiteral("--field") << field;
     } else {
         a << QStringLiteral("--field") << field;

@@ -31,7 +31,11 @@ struct PrepareRequest {
     /// written with label masks: the assistant's turns only, or every token (trainOnAll).
     bool chat = false;
     bool trainOnAll = false;
-    int threads = 0;  ///< 0: every core
+    /// The template: "" for the tokenizer folder's, else a .jinja file, a
+    /// tokenizer_config.json or a model folder (--chat-template).
+    QString chatTemplate;
+    QStringList templateArgs;  ///< "NAME=VALUE" each (--template-arg)
+    int threads = 0;           ///< 0: every core
 
     /// Where a trained tokenizer goes: <outDir>-tokenizer.model.
     QString trainedTokenizerPath() const;

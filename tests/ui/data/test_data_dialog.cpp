@@ -218,6 +218,40 @@ private Q_SLOTS:
         QVERIFY(d.chatPreviewHtml().contains(">10<"));
         QVERIFY(d.request().prepareArguments().contains("--chat"));
 
+        QVERIFY2(d.chatPreviewHtml().contains(tok.section('/', 0, -2) + "/tokenizer_config.json"),
+                 qPrintable(d.chatPreviewHtml()));  // the template in force
+
+        // Another template and a variable, typed in as a user does: the preview renders with
+        // them (and the line's tools) and says which template is in force; Prepare passes both.
+        const QString other = root_.path() + "/house.jinja";
+        writeFile(other,
+                  "{{ style }}|{{ tools[0].name }}|{% for m in messages %}{{ m['content'] + "
+                  "'<|im_end|>' }}{% endfor %}");
+        writeFile(jsonl,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}, "
+                  "{\"role\": \"assistant\", \"content\": \"Hi there\"}], "
+                  "\"tools\": [{\"name\": \"calc\"}]}\n");
+        auto* templateEdit = d.findChild<QLineEdit*>(QStringLiteral("dataChatTemplate"));
+        auto* argsEdit = d.findChild<QLineEdit*>(QStringLiteral("dataTemplateArgs"));
+        QVERIFY(templateEdit && argsEdit && templateEdit->isEnabled());
+        QTest::keyClicks(templateEdit, other);
+        QTest::keyClicks(argsEdit, QStringLiteral("style=\"very terse\""));
+        QVERIFY2(d.chatPreviewHtml().contains("very terse|calc|Hello") &&
+                     d.chatPreviewHtml().contains("Template: " + other),
+                 qPrintable(d.chatPreviewHtml()));
+        const auto args = d.request().prepareArguments();
+        QVERIFY2(args.contains("--chat-template") && args.contains(other) &&
+                     args.contains("--template-arg") && args.contains("style=very terse"),
+                 qPrintable(args.join(' ')));
+        argsEdit->clear();
+        d.setOutputFolder(root_.path() + "/chat-out");
+        QVERIFY2(d.request().problem().isEmpty(), qPrintable(d.request().problem()));
+        QTest::keyClicks(argsEdit, QStringLiteral("nonsense"));
+        QVERIFY(d.request().problem().contains("NAME=VALUE"));
+        QVERIFY(d.chatPreviewHtml().contains("NAME=VALUE"));
+        templateEdit->clear();
+        argsEdit->clear();
+
         // A line that is not a conversation: the preview says where and why.
         writeFile(jsonl, "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}\n");
         p = ChatPreview::of(tok, jsonl, false);
