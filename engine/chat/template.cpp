@@ -5,6 +5,7 @@
 
 #include <minja.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -79,6 +80,126 @@ std::optional<std::string> template_in_config(const nlohmann::json& config, cons
         throw Error(file.string() + ": chat_template lists templates, none named \"default\"");
     }
     throw Error(file.string() + ": chat_template is neither a string nor a list of templates");
+}
+
+// The messages as transformers hands them to the template (apply_chat_template's
+// _normalize_chat_messages and _alias_reasoning_fields): keys whose value is null dropped (an
+// OpenAI `content: null` is absent, not "None"); a message's reasoning, under any of
+// reasoning_content, thinking or reasoning, given under `thinking` (first) and
+// `reasoning_content` (last) as well.
+nlohmann::ordered_json normalized_messages(const nlohmann::ordered_json& messages) {
+    if (!messages.is_array()) return messages;
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& m : messages) {
+        if (!m.is_object()) {
+            out.push_back(m);
+            continue;
+        }
+        nlohmann::ordered_json kept = nlohmann::ordered_json::object();
+        for (const auto& [k, v] : m.items())
+            if (!v.is_null()) kept[k] = v;
+        const nlohmann::ordered_json* reasoning = nullptr;
+        for (const char* key : {"reasoning_content", "thinking", "reasoning"})
+            if (auto it = kept.find(key); !reasoning && it != kept.end()) reasoning = &*it;
+        if (!reasoning) {
+            out.push_back(std::move(kept));
+            continue;
+        }
+        const nlohmann::ordered_json r = *reasoning;
+        nlohmann::ordered_json aliased = {{"thinking", r}};
+        for (const auto& [k, v] : kept.items()) aliased[k] = k == "thinking" ? r : v;
+        aliased["reasoning_content"] = r;
+        out.push_back(std::move(aliased));
+    }
+    return out;
+}
+
+// Python's json.dumps(value, ensure_ascii=, indent=, separators=, sort_keys=), as transformers'
+// `tojson` filter calls it (minja's took `indent` alone and ignored the rest).
+struct PyJson {
+    bool ascii = false, sort_keys = false;
+    int indent = -1;  // None
+    std::string item_sep, key_sep;
+
+    void write(const nlohmann::ordered_json& v, std::string& out, int level) const {
+        auto newline = [&](int l) {
+            if (indent < 0) return;
+            out += '\n';
+            out.append(static_cast<std::size_t>(indent * l), ' ');
+        };
+        if (v.is_array()) {
+            if (v.empty()) {
+                out += "[]";
+                return;
+            }
+            out += '[';
+            newline(level + 1);
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                if (i) {
+                    out += item_sep;
+                    newline(level + 1);
+                }
+                write(v[i], out, level + 1);
+            }
+            newline(level);
+            out += ']';
+        } else if (v.is_object()) {
+            if (v.empty()) {
+                out += "{}";
+                return;
+            }
+            std::vector<std::string> keys;
+            for (const auto& [k, _] : v.items()) keys.push_back(k);
+            if (sort_keys) std::sort(keys.begin(), keys.end());
+            out += '{';
+            newline(level + 1);
+            for (std::size_t i = 0; i < keys.size(); ++i) {
+                if (i) {
+                    out += item_sep;
+                    newline(level + 1);
+                }
+                out += nlohmann::ordered_json(keys[i]).dump(-1, ' ', ascii);
+                out += key_sep;
+                write(v[keys[i]], out, level + 1);
+            }
+            newline(level);
+            out += '}';
+        } else {
+            out += v.dump(-1, ' ', ascii);
+        }
+    }
+};
+
+minja::Value tojson(const std::shared_ptr<minja::Context>&, minja::ArgumentsValue& args) {
+    if (args.args.empty()) throw std::runtime_error("tojson: no value");
+    PyJson j;
+    auto named = [&](const char* name, std::size_t position) -> minja::Value {
+        if (args.args.size() > position) return args.args[position];
+        return args.get_named(name);
+    };
+    for (const auto& [k, _] : args.kwargs)
+        if (k != "ensure_ascii" && k != "indent" && k != "separators" && k != "sort_keys")
+            throw std::runtime_error("tojson: unexpected keyword argument '" + k + "'");
+    if (const auto a = named("ensure_ascii", 1); !a.is_null()) j.ascii = a.to_bool();
+    if (const auto i = named("indent", 2); !i.is_null()) {
+        j.indent = i.is_string() ? -1 : static_cast<int>(i.get<int64_t>());
+        if (j.indent < 0) j.indent = 0;
+    }
+    j.item_sep = j.indent >= 0 ? "," : ", ";
+    j.key_sep = ": ";
+    if (const auto sep = named("separators", 3); !sep.is_null()) {
+        if (!sep.is_array() || sep.size() != 2)
+            throw std::runtime_error("tojson: separators must be a pair of strings");
+        const auto pair = sep.get<nlohmann::ordered_json>();
+        if (!pair[0].is_string() || !pair[1].is_string())
+            throw std::runtime_error("tojson: separators must be a pair of strings");
+        j.item_sep = pair[0].get<std::string>();
+        j.key_sep = pair[1].get<std::string>();
+    }
+    if (const auto sk = named("sort_keys", 4); !sk.is_null()) j.sort_keys = sk.to_bool();
+    std::string out;
+    j.write(args.args[0].get<nlohmann::ordered_json>(), out, 0);
+    return minja::Value(out);
 }
 
 }  // namespace
@@ -176,7 +297,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
                                  const nlohmann::ordered_json& context) const {
     // transformers: render(messages=, tools=, documents=, add_generation_prompt=,
     // **special_tokens_map, **kwargs); tools and documents are None when not given.
-    nlohmann::ordered_json vars = {{"messages", messages},
+    nlohmann::ordered_json vars = {{"messages", normalized_messages(messages)},
                                    {"tools", nullptr},
                                    {"documents", nullptr},
                                    {"add_generation_prompt", add_generation_prompt}};
@@ -186,6 +307,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
     for (const auto& [k, v] : kwargs_.items()) vars[k] = v;
     try {
         auto context = minja::Context::make(minja::Value(vars));
+        context->set("tojson", minja::Value::callable(tojson));
         // transformers' strftime_now: the local time, formatted by strftime.
         context->set("strftime_now",
                      minja::Value::callable([](const std::shared_ptr<minja::Context>&,

@@ -319,12 +319,12 @@ int cmd_chat(const Args& args) {
                                                  : nlohmann::ordered_json::parse(doc.context);
         if (text_only) {
             std::string text;
+            chat::check_conversation(messages, where, /*need_assistant=*/false);
+            chat::check_context(context, where);
             try {
-                chat::check_conversation(messages, where, /*need_assistant=*/false);
-                chat::check_context(context, where);
                 text = tmpl->render(messages, generation_prompt, context);
             } catch (const Error& e) {
-                throw Error(where, e);
+                throw Error(where, e);  // the checks above name the place themselves
             }
             std::cout << text << std::flush;
             continue;

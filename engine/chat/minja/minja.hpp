@@ -465,9 +465,32 @@ public:
     if (is_null()) return "None";
     return dump();
   }
+  // Lathe: Python's name of the value's type, for TypeError messages as jinja2 gives them.
+  std::string py_type_name() const {
+    if (is_string()) return "str";
+    if (is_boolean()) return "bool";
+    if (is_number_integer()) return "int";
+    if (is_number_float()) return "float";
+    if (is_array()) return "list";
+    if (is_object()) return "dict";
+    if (is_callable()) return "function";
+    return "NoneType";
+  }
   Value operator+(const Value& rhs) const {
-      if (is_string() || rhs.is_string()) {
+      // Lathe: as Python, str + str concatenates and str + anything else is a TypeError (minja
+      // rendered the repr, so a template transformers refuses rendered text here).
+      if (is_string() && rhs.is_string()) {
         return to_str() + rhs.to_str();
+      } else if (is_string()) {
+        throw std::runtime_error("TypeError: can only concatenate str (not \"" + rhs.py_type_name() + "\") to str");
+      } else if ((!is_number() && !is_boolean()) || (!rhs.is_number() && !rhs.is_boolean())) {
+        if (is_array() && rhs.is_array()) {
+          auto res = Value::array();
+          for (const auto& item : *array_) res.push_back(item);
+          for (const auto& item : *rhs.array_) res.push_back(item);
+          return res;
+        }
+        throw std::runtime_error("TypeError: unsupported operand type(s) for +: '" + py_type_name() + "' and '" + rhs.py_type_name() + "'");
       } else if (is_number_integer() && rhs.is_number_integer()) {
         return get<int64_t>() + rhs.get<int64_t>();
       } else if (is_array() && rhs.is_array()) {
@@ -2192,8 +2215,14 @@ private:
 
       auto value = parseValue();
 
-      while (it != end && consumeSpaces() && peekSymbols({ "[", "." })) {
-        if (!consumeToken("[").empty()) {
+      // Lathe: a call may follow any postfix and be followed by more (`f(x).endswith("y")`,
+      // `a.b(c)[0]`), as in jinja2; minja took one call at the end only.
+      while (it != end && consumeSpaces() && peekSymbols({ "[", ".", "(" })) {
+        if (peekSymbols({ "(" })) {
+          auto location = get_location();
+          auto callParams = parseCallArgs();
+          value = std::make_shared<CallExpr>(location, std::move(value), std::move(callParams));
+        } else if (!consumeToken("[").empty()) {
           std::shared_ptr<Expression> index;
           auto slice_loc = get_location();
           std::shared_ptr<Expression> start, end, step;
@@ -2239,12 +2268,6 @@ private:
             }
         }
         consumeSpaces();
-      }
-
-      if (peekSymbols({ "(" })) {
-        auto location = get_location();
-        auto callParams = parseCallArgs();
-        value = std::make_shared<CallExpr>(location, std::move(value), std::move(callParams));
       }
       return value;
     }
@@ -2749,7 +2772,9 @@ inline std::shared_ptr<Context> Context::builtins() {
   }));
   globals.set("trim", simple_function("trim", { "text" }, [](const std::shared_ptr<Context> &, Value & args) {
     auto & text = args.at("text");
-    return text.is_null() ? text : Value(strip(text.get<std::string>()));
+    // Lathe: jinja2's trim is str(value).strip(): a list or number is trimmed as its text, and
+    // an undefined value (minja's null: a message key transformers dropped) is "".
+    return text.is_null() ? Value(std::string()) : Value(strip(text.to_str()));
   }));
   auto char_transform_function = [](const std::string & name, const std::function<char(char)> & fn) {
     return simple_function(name, { "text" }, [=](const std::shared_ptr<Context> &, Value & args) {
@@ -2848,6 +2873,12 @@ inline std::shared_ptr<Context> Context::builtins() {
   globals.set("==", equalto);
   globals.set("length", simple_function("length", { "items" }, [](const std::shared_ptr<Context> &, Value & args) -> Value {
       auto & items = args.at("items");
+      if (items.is_string()) {
+        // Lathe: a string's length in characters (code points), as Python's len(), not bytes.
+        int64_t n = 0;
+        for (unsigned char c : items.get<std::string>()) n += (c & 0xC0) != 0x80;
+        return n;
+      }
       return (int64_t) items.size();
   }));
   globals.set("safe", simple_function("safe", { "value" }, [](const std::shared_ptr<Context> &, Value & args) -> Value {
