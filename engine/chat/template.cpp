@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <sstream>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -202,6 +205,180 @@ minja::Value tojson(const std::shared_ptr<minja::Context>&, minja::ArgumentsValu
     return minja::Value(out);
 }
 
+// jinja2 filters minja lacks that chat templates use (first, last, sum, max, min, int, float,
+// abs, round, reverse, replace, wordcount), as jinja2 defines them; set beside tojson.
+using Json = nlohmann::ordered_json;
+using Filter = std::function<minja::Value(const Json& value, const minja::ArgumentsValue& args)>;
+
+Json arg_or(const minja::ArgumentsValue& args, std::size_t position, const char* name,
+            Json fallback) {
+    if (args.args.size() > position) return args.args[position].get<Json>();
+    for (const auto& [k, v] : args.kwargs)
+        if (k == name) return v.get<Json>();
+    return fallback;
+}
+
+double number_of(const Json& v, const char* filter) {
+    if (v.is_number()) return v.get<double>();
+    if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
+    throw std::runtime_error(std::string(filter) + ": not a number: " + v.dump());
+}
+
+std::vector<std::pair<std::string, Filter>> extra_filters() {
+    auto items = [](const Json& v, const char* filter) {
+        if (v.is_array()) return v;
+        if (v.is_string()) {  // a string's characters
+            Json out = Json::array();
+            const auto& str = v.get_ref<const std::string&>();
+            for (std::size_t i = 0; i < str.size();) {
+                std::size_t n = 1;
+                while (i + n < str.size() &&
+                       (static_cast<unsigned char>(str[i + n]) & 0xC0) == 0x80)
+                    ++n;
+                out.push_back(str.substr(i, n));
+                i += n;
+            }
+            return out;
+        }
+        if (v.is_object()) {
+            Json out = Json::array();
+            for (const auto& [k, _] : v.items()) out.push_back(k);
+            return out;
+        }
+        throw std::runtime_error(std::string(filter) + ": not a sequence: " + v.dump());
+    };
+    auto extreme = [items](bool max) {
+        return [items, max](const Json& v, const minja::ArgumentsValue&) -> minja::Value {
+            const Json xs = items(v, max ? "max" : "min");
+            if (xs.empty()) return minja::Value();
+            Json best = xs[0];
+            for (const auto& x : xs) {
+                const bool more = x.is_string() && best.is_string()
+                                      ? x.get<std::string>() > best.get<std::string>()
+                                      : number_of(x, "max") > number_of(best, "max");
+                const bool less = x.is_string() && best.is_string()
+                                      ? x.get<std::string>() < best.get<std::string>()
+                                      : number_of(x, "min") < number_of(best, "min");
+                if (max ? more : less) best = x;
+            }
+            return minja::Value(best);
+        };
+    };
+    return {
+        {"first",
+         [items](const Json& v, const minja::ArgumentsValue&) {
+             const Json xs = items(v, "first");
+             return xs.empty() ? minja::Value() : minja::Value(xs.front());
+         }},
+        {"last",
+         [items](const Json& v, const minja::ArgumentsValue&) {
+             const Json xs = items(v, "last");
+             return xs.empty() ? minja::Value() : minja::Value(xs.back());
+         }},
+        {"reverse",
+         [items](const Json& v, const minja::ArgumentsValue&) {
+             Json xs = items(v, "reverse");
+             std::reverse(xs.begin(), xs.end());
+             if (!v.is_string()) return minja::Value(xs);
+             std::string out;
+             for (const auto& c : xs) out += c.get<std::string>();
+             return minja::Value(out);
+         }},
+        {"sum",
+         [items](const Json& v, const minja::ArgumentsValue& args) {
+             const Json start = arg_or(args, 2, "start", 0);
+             bool integral = start.is_number_integer();
+             double total = number_of(start, "sum");
+             for (const auto& x : items(v, "sum")) {
+                 integral = integral && x.is_number_integer();
+                 total += number_of(x, "sum");
+             }
+             return integral ? minja::Value(static_cast<int64_t>(total)) : minja::Value(total);
+         }},
+        {"max", extreme(true)},
+        {"min", extreme(false)},
+        {"int",
+         [](const Json& v, const minja::ArgumentsValue& args) {
+             const Json fallback = arg_or(args, 1, "default", 0);
+             if (v.is_number()) return minja::Value(static_cast<int64_t>(v.get<double>()));
+             if (v.is_boolean()) return minja::Value(static_cast<int64_t>(v.get<bool>()));
+             if (v.is_string()) {
+                 try {
+                     std::size_t used = 0;
+                     const auto& str = v.get_ref<const std::string&>();
+                     const double d = std::stod(str, &used);
+                     if (used == str.size()) return minja::Value(static_cast<int64_t>(d));
+                 } catch (const std::exception&) {
+                 }
+             }
+             return minja::Value(fallback);
+         }},
+        {"float",
+         [](const Json& v, const minja::ArgumentsValue& args) {
+             const Json fallback = arg_or(args, 1, "default", 0.0);
+             if (v.is_number()) return minja::Value(v.get<double>());
+             if (v.is_string()) {
+                 try {
+                     std::size_t used = 0;
+                     const auto& str = v.get_ref<const std::string&>();
+                     const double d = std::stod(str, &used);
+                     if (used == str.size()) return minja::Value(d);
+                 } catch (const std::exception&) {
+                 }
+             }
+             return minja::Value(fallback);
+         }},
+        {"abs",
+         [](const Json& v, const minja::ArgumentsValue&) {
+             if (v.is_number_integer()) return minja::Value(std::abs(v.get<int64_t>()));
+             return minja::Value(std::abs(number_of(v, "abs")));
+         }},
+        {"round",
+         [](const Json& v, const minja::ArgumentsValue& args) {
+             const int64_t digits = arg_or(args, 1, "precision", 0).get<int64_t>();
+             const std::string method = arg_or(args, 2, "method", "common").get<std::string>();
+             const double scale = std::pow(10.0, static_cast<double>(digits));
+             const double x = number_of(v, "round") * scale;
+             const double r = method == "floor"  ? std::floor(x)
+                              : method == "ceil" ? std::ceil(x)
+                                                 : std::round(x);
+             return minja::Value(r / scale);
+         }},
+        {"replace",
+         [](const Json& v, const minja::ArgumentsValue& args) {
+             std::string str = v.is_string() ? v.get<std::string>() : minja::Value(v).to_str();
+             const std::string from = arg_or(args, 1, "old", "").get<std::string>();
+             const std::string to = arg_or(args, 2, "new", "").get<std::string>();
+             int64_t count = arg_or(args, 3, "count", -1).get<int64_t>();
+             if (from.empty()) return minja::Value(str);
+             std::string out;
+             std::size_t at = 0;
+             for (std::size_t hit; count != 0 && (hit = str.find(from, at)) != std::string::npos;
+                  --count) {
+                 out.append(str, at, hit - at);
+                 out += to;
+                 at = hit + from.size();
+             }
+             out.append(str, at, std::string::npos);
+             return minja::Value(out);
+         }},
+        {"wordcount",
+         [](const Json& v, const minja::ArgumentsValue&) {
+             const std::string str =
+                 v.is_string() ? v.get<std::string>() : minja::Value(v).to_str();
+             int64_t words = 0;
+             bool in_word = false;
+             for (const char c : str) {
+                 const bool word = std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                   (static_cast<unsigned char>(c) & 0x80);
+                 words += word && !in_word;
+                 in_word = word;
+             }
+             return minja::Value(words);
+         }},
+    };
+}
+
 }  // namespace
 
 ChatTemplate::ChatTemplate(std::string source, std::string origin, nlohmann::json special_tokens)
@@ -226,6 +403,7 @@ ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 ChatTemplate ChatTemplate::copy() const {
     ChatTemplate c(source_, origin_, special_);
     c.kwargs_ = kwargs_;
+    c.limits_ = limits_;
     return c;
 }
 
@@ -305,9 +483,35 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
         for (const auto& [k, v] : context.items()) vars[k] = v;
     for (const auto& [k, v] : special_.items()) vars[k] = v;
     for (const auto& [k, v] : kwargs_.items()) vars[k] = v;
+    // The limits hold for this thread's render only (prepare-data renders on several threads).
+    struct Limits {
+        explicit Limits(const RenderLimits& l) {
+            auto& m = minja::render_limits();
+            m = minja::RenderLimits{};
+            m.max_call_depth = l.max_call_depth;
+            m.max_string_bytes = l.max_output_bytes;
+            m.max_range = l.max_range;
+            m.seconds = l.max_seconds;
+            if (l.max_seconds > 0)
+                m.deadline = std::chrono::steady_clock::now() +
+                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(l.max_seconds));
+        }
+        ~Limits() { minja::render_limits() = minja::RenderLimits{}; }
+        Limits(const Limits&) = delete;
+        Limits& operator=(const Limits&) = delete;
+    } limits(limits_);
     try {
         auto context = minja::Context::make(minja::Value(vars));
         context->set("tojson", minja::Value::callable(tojson));
+        static const auto filters = extra_filters();
+        for (const auto& [name, f] : filters)
+            context->set(
+                name, minja::Value::callable([f = f](const std::shared_ptr<minja::Context>&,
+                                                     minja::ArgumentsValue& args) -> minja::Value {
+                    if (args.args.empty()) return minja::Value();
+                    return f(args.args[0].get<Json>(), args);
+                }));
         // transformers' strftime_now: the local time, formatted by strftime.
         context->set("strftime_now",
                      minja::Value::callable([](const std::shared_ptr<minja::Context>&,

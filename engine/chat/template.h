@@ -6,11 +6,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
 namespace lathe::chat {
+
+/// What one render may take: templates are untrusted input (a model folder from anywhere), so a
+/// render that passes a limit stops with an error naming it, never a crash or a hang.
+struct RenderLimits {
+    std::size_t max_call_depth = 200;            ///< nested macro calls (and recursive loops)
+    std::size_t max_output_bytes = 64ull << 20;  ///< the output, and any one string built
+    int64_t max_range = 100000;                  ///< items of one range(), jinja2 sandbox's cap
+    double max_seconds = 10;                     ///< per render (one conversation)
+};
 
 class ChatTemplate {
 public:
@@ -55,6 +66,9 @@ public:
     /// Template variables for every render (transformers' apply_chat_template **kwargs, as
     /// `--template-arg enable_thinking=false` gives them); they take part in id().
     void set_kwargs(nlohmann::ordered_json kwargs);
+    /// The limits each render runs under (RenderLimits' defaults unless set).
+    void set_limits(const RenderLimits& limits) { limits_ = limits; }
+    const RenderLimits& limits() const { return limits_; }
     /// Adds `more` to kwargs(), replacing those of the same name (--template-arg over the
     /// variables a template was saved with).
     void update_kwargs(const nlohmann::ordered_json& more);
@@ -71,6 +85,7 @@ private:
     std::string source_, origin_;
     nlohmann::json special_;
     nlohmann::ordered_json kwargs_ = nlohmann::ordered_json::object();
+    RenderLimits limits_;
     std::unique_ptr<Parsed> parsed_;
 };
 

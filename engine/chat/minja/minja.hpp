@@ -28,6 +28,11 @@
 #include <unordered_set>
 #include <utility>
 #include <vector>
+#include <chrono>
+#include <clocale>
+#include <cwctype>
+#include <locale.h>
+#include <wctype.h>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +49,78 @@ struct Options {
 };
 
 struct ArgumentsValue;
+
+// Lathe: limits on one render, for templates that are untrusted input (engine/chat/template.cpp
+// sets them around each render): nested macro calls, the bytes of one string and of the output,
+// the items of one range(), and a deadline. 0 (or no deadline) is no limit.
+struct RenderLimits {
+  size_t max_call_depth = 0;
+  size_t max_string_bytes = 0;
+  int64_t max_range = 0;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  double seconds = 0;  // the time limit, for the message
+  size_t call_depth = 0;
+};
+inline RenderLimits & render_limits() {
+  static thread_local RenderLimits limits;
+  return limits;
+}
+inline void check_render_deadline() {
+  const auto & l = render_limits();
+  if (l.deadline != std::chrono::steady_clock::time_point::max() && std::chrono::steady_clock::now() > l.deadline) {
+    std::ostringstream out;
+    out << "rendering took longer than the time limit of " << l.seconds << " s per conversation";
+    throw std::runtime_error(out.str());
+  }
+}
+inline void check_string_bytes(size_t bytes) {
+  const auto & l = render_limits();
+  if (l.max_string_bytes && bytes > l.max_string_bytes)
+    throw std::runtime_error("a string of " + std::to_string(bytes) + " bytes is more than the output limit of " +
+                             std::to_string(l.max_string_bytes) + " bytes");
+}
+// Counts one nested macro call for as long as it lives.
+struct CallDepthGuard {
+  CallDepthGuard() {
+    auto & l = render_limits();
+    if (l.max_call_depth && l.call_depth >= l.max_call_depth)
+      throw std::runtime_error("macro calls nest deeper than the recursion limit of " + std::to_string(l.max_call_depth) +
+                               " (a macro that calls itself without end?)");
+    ++l.call_depth;
+  }
+  ~CallDepthGuard() { --render_limits().call_depth; }
+  CallDepthGuard(const CallDepthGuard &) = delete;
+  CallDepthGuard & operator=(const CallDepthGuard &) = delete;
+};
+
+// Lathe: Python's str.upper() / str.lower() beyond ASCII (é -> É, я -> Я), by the C.UTF-8
+// locale's towupper/towlower; ß -> SS and other one-to-many mappings Python makes are left as
+// they are. Invalid UTF-8 is copied unchanged.
+inline std::string unicode_case(const std::string & s, bool upper) {
+  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(0));
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + static_cast<size_t>(len) > s.size()) { out += s[i++]; continue; }
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3F);
+    if (len == 1 || !utf8) {
+      out += len == 1 ? static_cast<char>(upper ? std::toupper(c) : std::tolower(c)) : s[i];
+      if (len != 1) out.append(s, i + 1, static_cast<size_t>(len - 1));
+      i += static_cast<size_t>(len);
+      continue;
+    }
+    const uint32_t m = static_cast<uint32_t>(upper ? towupper_l(static_cast<wint_t>(cp), utf8) : towlower_l(static_cast<wint_t>(cp), utf8));
+    if (m < 0x80) out += static_cast<char>(m);
+    else if (m < 0x800) { out += static_cast<char>(0xC0 | (m >> 6)); out += static_cast<char>(0x80 | (m & 0x3F)); }
+    else if (m < 0x10000) { out += static_cast<char>(0xE0 | (m >> 12)); out += static_cast<char>(0x80 | ((m >> 6) & 0x3F)); out += static_cast<char>(0x80 | (m & 0x3F)); }
+    else { out += static_cast<char>(0xF0 | (m >> 18)); out += static_cast<char>(0x80 | ((m >> 12) & 0x3F)); out += static_cast<char>(0x80 | ((m >> 6) & 0x3F)); out += static_cast<char>(0x80 | (m & 0x3F)); }
+    i += static_cast<size_t>(len);
+  }
+  return out;
+}
 
 inline std::string normalize_newlines(const std::string & s) {
 #ifdef _WIN32
@@ -480,6 +557,7 @@ public:
       // Lathe: as Python, str + str concatenates and str + anything else is a TypeError (minja
       // rendered the repr, so a template transformers refuses rendered text here).
       if (is_string() && rhs.is_string()) {
+        check_string_bytes(primitive_.get_ref<const std::string &>().size() + rhs.primitive_.get_ref<const std::string &>().size());
         return to_str() + rhs.to_str();
       } else if (is_string()) {
         throw std::runtime_error("TypeError: can only concatenate str (not \"" + rhs.py_type_name() + "\") to str");
@@ -510,6 +588,9 @@ public:
   }
   Value operator*(const Value& rhs) const {
       if (is_string() && rhs.is_number_integer()) {
+        // Lathe: the result's size is checked first ('x' * 4000000000 ran out of memory).
+        const int64_t times = rhs.get<int64_t>();
+        if (times > 0) check_string_bytes(primitive_.get_ref<const std::string &>().size() * static_cast<size_t>(times));
         std::ostringstream out;
         for (int64_t i = 0, n = rhs.get<int64_t>(); i < n; ++i) {
           out << to_str();
@@ -522,10 +603,9 @@ public:
         return get<double>() * rhs.get<double>();
   }
   Value operator/(const Value& rhs) const {
-      if (is_number_integer() && rhs.is_number_integer())
-        return get<int64_t>() / rhs.get<int64_t>();
-      else
-        return get<double>() / rhs.get<double>();
+      // Lathe: `/` is Python's true division (1/3 is 0.333..., not 0); `//` floors.
+      if (rhs.get<double>() == 0) throw std::runtime_error("ZeroDivisionError: division by zero");
+      return get<double>() / rhs.get<double>();
   }
   Value operator%(const Value& rhs) const {
     return get<int64_t>() % rhs.get<int64_t>();
@@ -891,7 +971,10 @@ public:
     TemplateNode(const Location & location) : location_(location) {}
     void render(std::ostringstream & out, const std::shared_ptr<Context> & context) const {
         try {
+            check_render_deadline();
             do_render(out, context);
+            const auto size = out.tellp();
+            if (size > 0) check_string_bytes(static_cast<size_t>(size));
         } catch (const LoopControlException & e) {
             // TODO: make stack creation lazy. Only needed if it was thrown outside of a loop.
             std::ostringstream err;
@@ -1032,6 +1115,7 @@ public:
               auto loop_context = Context::make(Value::object(), context);
               loop_context->set("loop", loop);
               for (size_t i = 0, n = filtered_items.size(); i < n; ++i) {
+                  check_render_deadline();  // Lathe
                   auto & item = filtered_items.at(i);
                   destructuring_assign(var_names, loop_context, item);
                   loop.set("index", (int64_t) i + 1);
@@ -1059,6 +1143,7 @@ public:
                 throw std::runtime_error("loop() expects exactly 1 positional iterable argument");
             }
             auto & items = args.args[0];
+            CallDepthGuard depth;  // Lathe
             visit(items);
             return Value();
         };
@@ -1087,6 +1172,7 @@ public:
         if (!name) throw std::runtime_error("MacroNode.name is null");
         if (!body) throw std::runtime_error("MacroNode.body is null");
         auto callable = Value::callable([this, macro_context](const std::shared_ptr<Context> & call_context, ArgumentsValue & args) {
+            CallDepthGuard depth;  // Lathe: recursion is bounded, not a stack overflow
             auto execution_context = Context::make(Value::object(), macro_context);
 
             if (call_context->contains("caller")) {
@@ -1388,13 +1474,25 @@ public:
 
           auto r = right->evaluate(context);
           switch (op) {
-              case Op::StrConcat: return l.to_str() + r.to_str();
+              case Op::StrConcat: {
+                auto a = l.to_str(), b = r.to_str();
+                check_string_bytes(a.size() + b.size());
+                return a + b;
+              }
               case Op::Add:       return l + r;
               case Op::Sub:       return l - r;
               case Op::Mul:       return l * r;
               case Op::Div:       return l / r;
               case Op::MulMul:    return std::pow(l.get<double>(), r.get<double>());
-              case Op::DivDiv:    return l.get<int64_t>() / r.get<int64_t>();
+              case Op::DivDiv: {  // Lathe: Python's floor division
+                if (l.is_number_integer() && r.is_number_integer()) {
+                  const auto a = l.get<int64_t>(), b = r.get<int64_t>();
+                  if (b == 0) throw std::runtime_error("ZeroDivisionError: integer division or modulo by zero");
+                  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
+                }
+                if (r.get<double>() == 0) throw std::runtime_error("ZeroDivisionError: float floor division by zero");
+                return std::floor(l.get<double>() / r.get<double>());
+              }
               case Op::Mod:       return l.get<int64_t>() % r.get<int64_t>();
               case Op::Eq:        return l == r;
               case Op::Ne:        return l != r;
@@ -1592,14 +1690,10 @@ public:
             return Value(capitalize(str));
           } else if (method->get_name() == "upper") {
             vargs.expectArgs("upper method", {0, 0}, {0, 0});
-            auto result = str;
-            std::transform(result.begin(), result.end(), result.begin(), ::toupper);
-            return Value(result);
+            return Value(unicode_case(str, true));  // Lathe
           } else if (method->get_name() == "lower") {
             vargs.expectArgs("lower method", {0, 0}, {0, 0});
-            auto result = str;
-            std::transform(result.begin(), result.end(), result.begin(), ::tolower);
-            return Value(result);
+            return Value(unicode_case(str, false));  // Lathe
           } else if (method->get_name() == "endswith") {
             vargs.expectArgs("endswith method", {1, 1}, {0, 0});
             auto suffix = vargs.args[0].get<std::string>();
@@ -1700,13 +1794,22 @@ public:
             first = false;
             result = part->evaluate(context);
           } else {
+            // Lathe: a filter minja does not have is named, not "Value is not callable: null".
+            auto unknown = [](const std::shared_ptr<Expression> & e, const Value & v) {
+              if (v.is_callable()) return;
+              auto id = dynamic_cast<VariableExpr*>(e.get());
+              throw std::runtime_error("unknown filter '" + (id ? id->get_name() : std::string("?")) +
+                                       "' (Lathe's Jinja engine does not implement it)");
+            };
             if (auto ce = dynamic_cast<CallExpr*>(part.get())) {
               auto target = ce->object->evaluate(context);
+              unknown(ce->object, target);
               ArgumentsValue args = ce->args.evaluate(context);
               args.args.insert(args.args.begin(), result);
               result = target.call(context, args);
             } else {
               auto callable = part->evaluate(context);
+              unknown(part, callable);
               ArgumentsValue args;
               args.args.insert(args.args.begin(), result);
               result = callable.call(context, args);
@@ -1747,6 +1850,27 @@ private:
         if (it == end || *it != quote) return nullptr;
         std::string result;
         bool escape = false;
+        // Lathe: escapes as jinja2 decodes a string literal (Python's unicode-escape): \xHH,
+        // \uHHHH and \UHHHHHHHH as UTF-8, octal, \a \v, and an unknown escape keeps its
+        // backslash.
+        auto append_utf8 = [&](uint32_t cp) {
+          if (cp < 0x80) { result += static_cast<char>(cp); }
+          else if (cp < 0x800) { result += static_cast<char>(0xC0 | (cp >> 6)); result += static_cast<char>(0x80 | (cp & 0x3F)); }
+          else if (cp < 0x10000) { result += static_cast<char>(0xE0 | (cp >> 12)); result += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)); result += static_cast<char>(0x80 | (cp & 0x3F)); }
+          else { result += static_cast<char>(0xF0 | (cp >> 18)); result += static_cast<char>(0x80 | ((cp >> 12) & 0x3F)); result += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)); result += static_cast<char>(0x80 | (cp & 0x3F)); }
+        };
+        auto hex_escape = [&](int digits) {
+          uint32_t cp = 0;
+          for (int k = 0; k < digits; ++k) {
+            if (std::next(it) == end || !std::isxdigit(static_cast<unsigned char>(*std::next(it))))
+              throw std::runtime_error("truncated \\x, \\u or \\U escape in a string literal");
+            ++it;
+            const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(*it)));
+            cp = cp * 16 + static_cast<uint32_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+          }
+          if (cp > 0x10FFFF) throw std::runtime_error("illegal Unicode character in a string literal");
+          append_utf8(cp);
+        };
         for (++it; it != end; ++it) {
           if (escape) {
             escape = false;
@@ -1756,11 +1880,23 @@ private:
               case 't': result += '\t'; break;
               case 'b': result += '\b'; break;
               case 'f': result += '\f'; break;
+              case 'v': result += '\v'; break;
+              case 'a': result += '\a'; break;
               case '\\': result += '\\'; break;
+              case '\'': result += '\''; break;
+              case '"': result += '"'; break;
+              case '\n': break;  // a line continuation
+              case 'x': hex_escape(2); break;
+              case 'u': hex_escape(4); break;
+              case 'U': hex_escape(8); break;
               default:
-                if (*it == quote) {
-                  result += quote;
+                if (*it >= '0' && *it <= '7') {
+                  uint32_t cp = static_cast<uint32_t>(*it - '0');
+                  for (int k = 0; k < 2 && std::next(it) != end && *std::next(it) >= '0' && *std::next(it) <= '7'; ++k)
+                    cp = cp * 8 + static_cast<uint32_t>(*++it - '0');
+                  append_utf8(cp);
                 } else {
+                  result += '\\';
                   result += *it;
                 }
                 break;
@@ -2786,8 +2922,16 @@ inline std::shared_ptr<Context> Context::builtins() {
       return Value(res);
     });
   };
-  globals.set("lower", char_transform_function("lower", ::tolower));
-  globals.set("upper", char_transform_function("upper", ::toupper));
+  (void) char_transform_function;
+  // Lathe: beyond ASCII, as Python's str.lower() / str.upper()
+  globals.set("lower", simple_function("lower", { "text" }, [](const std::shared_ptr<Context> &, Value & args) {
+    auto text = args.at("text");
+    return text.is_null() ? text : Value(unicode_case(text.to_str(), false));
+  }));
+  globals.set("upper", simple_function("upper", { "text" }, [](const std::shared_ptr<Context> &, Value & args) {
+    auto text = args.at("text");
+    return text.is_null() ? text : Value(unicode_case(text.to_str(), true));
+  }));
   globals.set("default", Value::callable([=](const std::shared_ptr<Context> &, ArgumentsValue & args) {
     args.expectArgs("default", {2, 3}, {0, 1});
     auto & value = args.args[0];
@@ -3084,6 +3228,14 @@ inline std::shared_ptr<Context> Context::builtins() {
     int64_t start = param_set[0] ? startEndStep[0] : 0;
     int64_t end = startEndStep[1];
     int64_t step = param_set[2] ? startEndStep[2] : 1;
+    if (step == 0) throw std::runtime_error("range() arg 3 must not be zero");
+    // Lathe: jinja2's sandbox caps a range at MAX_RANGE items (range(10**9) ran out of memory).
+    const auto & limits = render_limits();
+    if (limits.max_range > 0) {
+      const double items = step > 0 ? (static_cast<double>(end) - start) / step : (static_cast<double>(start) - end) / -step;
+      if (items > static_cast<double>(limits.max_range))
+        throw std::runtime_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" + std::to_string(limits.max_range) + ").");
+    }
 
     auto res = Value::array();
     if (step > 0) {

@@ -99,7 +99,8 @@ private Q_SLOTS:
     }
 
     void conversationsAreChecked() {
-        QVERIFY(chat::known_role("assistant") && chat::known_role("tool"));
+        QVERIFY(chat::known_role("assistant") && chat::known_role("tool") &&
+                chat::known_role("developer"));
         QVERIFY(!chat::known_role("narrator"));
         const std::string role = error_of([] {
             chat::check_conversation(Messages::array({turn("narrator", "x")}), "d.jsonl:3");
@@ -113,6 +114,72 @@ private Q_SLOTS:
         const std::string empty =
             error_of([] { chat::check_conversation(Messages::array(), "d.jsonl:5"); });
         QVERIFY2(empty.rfind("d.jsonl:5:", 0) == 0, empty.c_str());
+    }
+
+    // Templates are untrusted input (issue 44 item 4): each limit stops a render with an error
+    // naming it, never a crash (a recursive macro overflowed the stack) or a hang; real
+    // templates' recursion stays well inside it.
+    void hostileTemplatesHitTheirLimits() {
+        const auto user = Messages::array({turn("user", "a")});
+        auto fails = [&](const char* source, const chat::RenderLimits& limits = {}) {
+            chat::ChatTemplate t(source, "hostile.jinja", {});
+            t.set_limits(limits);
+            return error_of([&] { t.render(user, false); });
+        };
+        QVERIFY(fails("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
+                    .find("deeper than the recursion limit of 200") != std::string::npos);
+        QVERIFY(fails("{{ 'x' * 4000000000 }}").find("more than the output limit of 67108864") !=
+                std::string::npos);
+        QVERIFY(fails("{% set ns = namespace(s='xy') %}{% for i in range(40) %}"
+                      "{% set ns.s = ns.s + ns.s %}{% endfor %}")
+                    .find("more than the output limit") != std::string::npos);
+        QVERIFY(fails("{% for i in range(1000000000) %}{% endfor %}")
+                    .find("ranges larger than MAX_RANGE (100000)") != std::string::npos);
+        chat::RenderLimits quick;
+        quick.max_seconds = 0.2;
+        const std::string slow = fails(
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            quick);
+        QVERIFY2(slow.find("time limit of 0.2 s") != std::string::npos, slow.c_str());
+        QVERIFY2(slow.rfind("hostile.jinja: chat template: ", 0) == 0, slow.c_str());
+        chat::ChatTemplate deep(
+            "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}ok{% endif %}{% endmacro %}"
+            "{{ f(150) }}",
+            "deep.jinja", {});
+        QCOMPARE(deep.render(user, false), std::string("ok"));
+    }
+
+    // What jinja2's sandbox does under transformers, where minja did otherwise (issue 44 item 3).
+    void rendersAsJinja2Does() {
+        const auto user = Messages::array({turn("user", "a")});
+        auto render = [&](const char* source) {
+            return chat::ChatTemplate(source, "t.jinja", {}).render(user, false);
+        };
+        QCOMPARE(render("{{ 1 / 4 }} {{ 7 // 2 }} {{ -7 // 2 }}"), std::string("0.25 3 -4"));
+        QCOMPARE(render("{{ '\\u00e9\\x41\\q' }}"), std::string("\u00e9A\\q"));
+        QCOMPARE(render("{{ '\u00e9t\u00e9'|length }} {{ '\u00e9a'|upper }}"),
+                 std::string("3 \u00c9A"));
+        QCOMPARE(render("{{ messages[0].content.upper().endswith('A') }}"), std::string("True"));
+        QCOMPARE(
+            render("{{ [3, 1, 2]|max }} {{ [3, 1, 2]|first }} {{ [1, 2]|sum }} {{ 'ab'|reverse }}"),
+            std::string("3 3 3 ba"));
+        QCOMPARE(render("{{ {'b': 1, 'a': [1, 'x']}|tojson }}|{{ {'b': 1}|tojson(indent=2) }}"),
+                 std::string("{\"b\": 1, \"a\": [1, \"x\"]}|{\n  \"b\": 1\n}"));
+        QCOMPARE(render("{{ '\u00e9'|tojson(ensure_ascii=True) }}"), std::string("\"\\u00e9\""));
+        const std::string concat = error_of([&] { render("{{ 'a' + [1] }}"); });
+        QVERIFY2(concat.find("can only concatenate str (not \"list\") to str") != std::string::npos,
+                 concat.c_str());
+        const std::string unknown = error_of([&] { render("{{ 'a'|striptags }}"); });
+        QVERIFY2(unknown.find("unknown filter 'striptags'") != std::string::npos, unknown.c_str());
+        // The messages as transformers hands them over: null keys dropped, reasoning aliased.
+        chat::ChatTemplate t(
+            "{% for m in messages %}{{ m.keys()|list }}{{ m.content is defined }}"
+            "{% endfor %}",
+            "t.jinja", {});
+        const auto m = Messages::array(
+            {Messages{{"role", "assistant"}, {"content", nullptr}, {"reasoning", "r"}}});
+        QCOMPARE(t.render(m, false),
+                 std::string("['thinking', 'role', 'reasoning', 'reasoning_content']False"));
     }
 
     void masksTrainTheAssistantsTurns() {
