@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -394,6 +395,8 @@ ChatTemplate::ChatTemplate(std::string source, std::string origin, nlohmann::jso
     } catch (const std::exception& e) {
         throw Error(origin_ + ": chat template does not parse: " + e.what());
     }
+    static const std::regex generation(R"(\{%-?\s*generation\s*-?%\})");
+    generation_blocks_ = std::regex_search(source_, generation);
 }
 
 ChatTemplate::~ChatTemplate() = default;
@@ -473,6 +476,12 @@ std::optional<ChatTemplate> ChatTemplate::beside_tokenizer(const std::string& to
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& context) const {
+    return render_marked(messages, add_generation_prompt, context).text;
+}
+
+ChatTemplate::Marked ChatTemplate::render_marked(const nlohmann::ordered_json& messages,
+                                                 bool add_generation_prompt,
+                                                 const nlohmann::ordered_json& context) const {
     // transformers: render(messages=, tools=, documents=, add_generation_prompt=,
     // **special_tokens_map, **kwargs); tools and documents are None when not given.
     nlohmann::ordered_json vars = {{"messages", normalized_messages(messages)},
@@ -526,7 +535,17 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
                          out << std::put_time(&local, format.c_str());
                          return minja::Value(out.str());
                      }));
-        return parsed_->root->render(context);
+        std::ostringstream out;
+        auto& tracked = minja::render_limits();
+        tracked.top = &out;
+        parsed_->root->render(out, context);
+        Marked marked{out.str(), tracked.generation};
+        if (tracked.generation_nested)
+            throw std::runtime_error(
+                "a {% generation %} block is rendered inside a macro or a {% set %} block, so "
+                "where it lands in the text is unknown (transformers' masks have the same "
+                "limit); put it in the template's own output");
+        return marked;
     } catch (const std::exception& e) {
         throw Error(origin_ + ": chat template: " + innermost_location(e.what()));
     }

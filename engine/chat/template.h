@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace lathe::chat {
 
@@ -63,6 +65,18 @@ public:
     std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                        const nlohmann::ordered_json& context = nlohmann::ordered_json()) const;
 
+    /// A render with where its `{% generation %}` blocks landed (byte ranges of `text`), as
+    /// transformers' return_assistant_tokens_mask finds them. Throws lathe::Error for a block
+    /// rendered inside a macro or a {% set %} block (whose place in the text is unknown).
+    struct Marked {
+        std::string text;
+        std::vector<std::pair<std::size_t, std::size_t>> generation;
+    };
+    Marked render_marked(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                         const nlohmann::ordered_json& context = nlohmann::ordered_json()) const;
+    /// Whether the template marks the assistant's output with {% generation %} blocks.
+    bool has_generation_blocks() const { return generation_blocks_; }
+
     /// Template variables for every render (transformers' apply_chat_template **kwargs, as
     /// `--template-arg enable_thinking=false` gives them); they take part in id().
     void set_kwargs(nlohmann::ordered_json kwargs);
@@ -86,6 +100,7 @@ private:
     nlohmann::json special_;
     nlohmann::ordered_json kwargs_ = nlohmann::ordered_json::object();
     RenderLimits limits_;
+    bool generation_blocks_ = false;
     std::unique_ptr<Parsed> parsed_;
 };
 

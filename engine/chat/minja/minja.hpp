@@ -60,6 +60,11 @@ struct RenderLimits {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   double seconds = 0;  // the time limit, for the message
   size_t call_depth = 0;
+  // {% generation %} blocks: their [begin, end) in the output stream `top` (the render's own);
+  // one rendered into another stream (a macro's, a {% set %} block's) sets `generation_nested`.
+  const std::ostringstream * top = nullptr;
+  std::vector<std::pair<size_t, size_t>> generation;
+  bool generation_nested = false;
 };
 inline RenderLimits & render_limits() {
   static thread_local RenderLimits limits;
@@ -1004,6 +1009,26 @@ public:
       : TemplateNode(loc), children(std::move(c)) {}
     void do_render(std::ostringstream & out, const std::shared_ptr<Context> & context) const override {
         for (const auto& child : children) child->render(out, context);
+    }
+};
+
+// Lathe: `{% generation %}...{% endgeneration %}` records where its output lands, as
+// transformers' AssistantTracker does for return_assistant_tokens_mask (minja rendered the body
+// and dropped the marks).
+class GenerationNode : public TemplateNode {
+    std::shared_ptr<TemplateNode> body;
+public:
+    GenerationNode(const Location & loc, std::shared_ptr<TemplateNode> && b) : TemplateNode(loc), body(std::move(b)) {}
+    void do_render(std::ostringstream & out, const std::shared_ptr<Context> & context) const override {
+        auto & l = render_limits();
+        const auto begin = out.tellp();
+        body->render(out, context);
+        const auto end = out.tellp();
+        if (&out != l.top) {
+          l.generation_nested = true;
+        } else if (end > begin) {
+          l.generation.emplace_back(static_cast<size_t>(begin), static_cast<size_t>(end));
+        }
     }
 };
 
@@ -2740,8 +2765,7 @@ private:
               if (it == end || (*(it++))->type != TemplateToken::Type::EndGeneration) {
                   throw unterminated(**start);
               }
-              // Treat as a no-op, as our scope is templates for inference, not training (`{% generation %}` wraps generated tokens for masking).
-              children.emplace_back(std::move(body));
+              children.emplace_back(std::make_shared<GenerationNode>(token->location, std::move(body)));  // Lathe
           } else if (auto text_token = dynamic_cast<TextTemplateToken*>(token.get())) {
               SpaceHandling pre_space = (it - 1) != begin ? (*(it - 2))->post_space : SpaceHandling::Keep;
               SpaceHandling post_space = it != end ? (*it)->pre_space : SpaceHandling::Keep;
