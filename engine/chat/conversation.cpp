@@ -102,7 +102,8 @@ Encoded encode_conversation(const ChatTemplate& tmpl, const tokenizer::Tokenizer
         }
         for (const auto& [begin, end] : marked.generation) {
             if (begin >= end) continue;
-            const std::size_t first = begin == 0 ? 0 : token_boundary(tok, out.text.substr(0, begin), out.ids);
+            const std::size_t first =
+                begin == 0 ? 0 : token_boundary(tok, out.text.substr(0, begin), out.ids);
             std::size_t last = out.ids.size();
             if (end < out.text.size()) {
                 const auto p = tok.encode(out.text.substr(0, end), false);
@@ -163,21 +164,26 @@ Encoded encode_conversation(const ChatTemplate& tmpl, const tokenizer::Tokenizer
             // the text after its content agrees.
             const auto at = out.text.find(content, begin);
             const auto in_with = with.rfind(content);
-            if (at != std::string::npos && in_with != std::string::npos && at + content.size() > end) {
+            if (at != std::string::npos && in_with != std::string::npos &&
+                at + content.size() > end) {
                 std::size_t k = 0;
                 const std::size_t a = at + content.size(), b = in_with + content.size();
-                while (b + k < with.size() && a + k < out.text.size() && with[b + k] == out.text[a + k]) ++k;
+                while (b + k < with.size() && a + k < out.text.size() &&
+                       with[b + k] == out.text[a + k])
+                    ++k;
                 end = a + k;
             }
         }
         if (end < begin || (!content.empty() && out.text.find(content, begin) >= end))
-            throw Error(where + ": " + tmpl.origin() + ": the chat template renders the first " +
-                        std::to_string(i + 1) +
-                        " message(s) differently on their own than as the start of the whole "
-                        "conversation, so the assistant's turn " + std::to_string(i + 1) +
-                        " cannot be told apart; give a template with {% generation %} blocks "
-                        "(--chat-template), skip such lines (--unmaskable skip) or train on every "
-                        "token (--train-on all)");
+            throw Unmaskable(
+                where + ": " + tmpl.origin() + ": the chat template renders the first " +
+                std::to_string(i + 1) +
+                " message(s) differently on their own than as the start of the whole "
+                "conversation, so the assistant's turn " +
+                std::to_string(i + 1) +
+                " cannot be told apart; give a template with {% generation %} blocks "
+                "(--chat-template), skip such lines (--unmaskable skip) or train on every "
+                "token (--train-on all)");
         previous_end = end;
         return {begin, end};
     };

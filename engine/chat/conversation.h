@@ -13,6 +13,7 @@
 
 #include "engine/chat/template.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/util/error.h"
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,12 @@ void check_conversation(const nlohmann::ordered_json& messages, const std::strin
 /// Checks a line's context (a JSON object or null): `tools` a list of objects, `documents` a
 /// list. Throws lathe::Error "where: reason".
 void check_context(const nlohmann::ordered_json& context, const std::string& where);
+
+/// A conversation whose assistant turns cannot be told apart in the rendered text (the template
+/// rewrites a turn when it is not the last); prepare-data --unmaskable skip leaves such lines out.
+struct Unmaskable : lathe::Error {
+    using lathe::Error::Error;
+};
 
 struct Encoded {
     std::string text;           ///< the rendered conversation

@@ -33,7 +33,7 @@ const char* kPrepareUsage =
     "           [--shard-size 1GB] [--dtype uint16|uint32] [--field text] [--add-bos]\n"
     "           [--eos-id N] [--threads N] [--progress text|json|none]\n"
     "           [--chat [--chat-template FILE] [--train-on assistant|all]\n"
-    "                   [--template-arg NAME=VALUE]...]\n"
+    "                   [--template-arg NAME=VALUE]... [--unmaskable stop|skip]]\n"
     "           [--instances stream|padded|packed --sequence-length N [--pad-id N]]\n"
     "Tokenizes UTF-8 text files (one document each), JSONL files (one document per line, from\n"
     "the --field string) and folders of them, .gz and .zst too, on every core. Writes OLMo-core\n"
@@ -45,6 +45,8 @@ const char* kPrepareUsage =
     "that train on the assistant's turns only (--train-on all: every token). A line's top-level\n"
     "\"tools\" and \"documents\" reach the template as transformers passes them; --template-arg\n"
     "sets a template variable for every line (enable_thinking=false; VALUE is JSON or a string).\n"
+    "--unmaskable skip leaves out (and counts) a line whose assistant turns the template does not\n"
+    "let be told apart, instead of stopping at it.\n"
     "--instances padded|packed: each document in instances of its own, or documents packed\n"
     "best-fit into instances, of --sequence-length tokens; the padding is masked out.\n";
 
@@ -128,6 +130,12 @@ int report_prepared(const token_files::Manifest& manifest, const std::string& ou
     if (manifest.trained_tokens)
         std::cout << "label masks: the loss is taken on " << *manifest.trained_tokens
                   << " of them\n";
+    if (manifest.chat && manifest.chat->skipped_lines > 0) {
+        std::cout << manifest.chat->skipped_lines
+                  << " line(s) left out: their assistant turns cannot be told apart "
+                     "(--unmaskable skip); the first:\n";
+        for (const auto& why : manifest.chat->skipped) std::cout << "  " << why << "\n";
+    }
     if (manifest.invalid_utf8.count > 0)
         std::cout << "invalid UTF-8 replaced at " << manifest.invalid_utf8.count
                   << " place(s); manifest.json lists the first\n";
@@ -180,7 +188,11 @@ int cmd_prepare_data(const Args& args) {
             chat_options.train_on_all = train_on_all(value());
         else if (a == "--template-arg")
             chat::add_template_arg(chat_options.template_args, value());
-        else if (a == "--instances") {
+        else if (a == "--unmaskable") {
+            const std::string v = value();
+            if (v != "stop" && v != "skip") throw Error("--unmaskable " + v + ": use stop or skip");
+            chat_options.skip_unmaskable = v == "skip";
+        } else if (a == "--instances") {
             const std::string v = value();
             if (v == "stream")
                 o.instances = prepare::Instances::stream;
@@ -213,8 +225,8 @@ int cmd_prepare_data(const Args& args) {
         o.chat = chat_options;
         if (!field_given) o.field = "messages";
     } else if (!chat_options.template_path.empty() || chat_options.train_on_all ||
-               !chat_options.template_args.empty()) {
-        throw Error("--chat-template, --train-on and --template-arg go with --chat");
+               !chat_options.template_args.empty() || chat_options.skip_unmaskable) {
+        throw Error("--chat-template, --train-on, --template-arg and --unmaskable go with --chat");
     }
     if (progress_mode != "text" && progress_mode != "text-lines" && progress_mode != "json" &&
         progress_mode != "none")

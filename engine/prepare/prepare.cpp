@@ -90,6 +90,7 @@ std::string differences(const Json& a, const Json& b) {
 struct Encoded {
     std::vector<uint32_t> ids;
     std::vector<uint8_t> mask;
+    std::string skipped;  ///< why the line is left out (--unmaskable skip); "" when it is not
 };
 
 // How a worker turns a document into tokens.
@@ -97,6 +98,7 @@ struct Encoding {
     std::string tokenizer;                   ///< the tokenizer file
     std::optional<chat::ChatTemplate> chat;  ///< conversations: rendered with this first
     chat::TrainOn train_on = chat::TrainOn::assistant;
+    bool skip_unmaskable = false;
     bool masks = false;  ///< write label masks
     bool add_bos = false;
     int64_t bos = 0, eos = 0;
@@ -155,8 +157,15 @@ private:
             const auto messages = nlohmann::ordered_json::parse(doc.text);
             const auto context = doc.context.empty() ? nlohmann::ordered_json()
                                                      : nlohmann::ordered_json::parse(doc.context);
-            const auto c =
-                chat::encode_conversation(*w.chat, *w.tok, messages, enc_.train_on, where, context);
+            chat::Encoded c;
+            try {
+                c = chat::encode_conversation(*w.chat, *w.tok, messages, enc_.train_on, where,
+                                              context);
+            } catch (const chat::Unmaskable& u) {
+                if (!enc_.skip_unmaskable) throw;
+                e.skipped = u.what();
+                return e;
+            }
             e.ids.assign(c.ids.begin(), c.ids.end());
             e.mask = c.mask;
             // Documents end with EOS; one the template did not write is not trained on.
@@ -658,6 +667,7 @@ Encoding encoding_for(const PrepareOptions& o, const Plan& plan) {
     e.tokenizer = o.tokenizer;
     e.chat = plan.chat ? std::make_optional(plan.chat->copy()) : std::nullopt;
     e.train_on = o.chat && o.chat->train_on_all ? chat::TrainOn::all : chat::TrainOn::assistant;
+    e.skip_unmaskable = o.chat && o.chat->skip_unmaskable;
     e.masks = plan.masks;
     e.add_bos = o.add_bos;
     e.bos = plan.tok->bos_id().value_or(0);
@@ -870,6 +880,8 @@ Manifest prepare_data(const PrepareOptions& o) {
     ProgressReport report(o, reader, progress);
     ShardAssembler assembler(o, plan, std::move(opened.shards), progress);
     EncodingPipeline pipeline(reader, pool, plan.threads, opened.resume_at);
+    int64_t skipped_lines = 0;  // --unmaskable skip (this run's: a resumed run counts its own)
+    std::vector<std::string> skipped;
     try {
         std::shared_ptr<TokenizerPool::Batch> batch;
         TokenizerPool::Tokens tokens;
@@ -880,8 +892,14 @@ Manifest prepare_data(const PrepareOptions& o) {
                 throw Cancelled{static_cast<int64_t>(assembler.shards().size())};
             }
             if (!pipeline.next(batch, tokens)) break;
-            for (std::size_t i = 0; i < batch->size(); ++i)
+            for (std::size_t i = 0; i < batch->size(); ++i) {
+                if (!tokens[i].skipped.empty()) {
+                    if (skipped.size() < 5) skipped.push_back(tokens[i].skipped);
+                    ++skipped_lines;
+                    continue;
+                }
                 assembler.add(std::move(tokens[i]), (*batch)[i].source, (*batch)[i].index);
+            }
             report(false);
         }
         assembler.finish();
@@ -910,6 +928,10 @@ Manifest prepare_data(const PrepareOptions& o) {
         throw Error("no text: every input document is empty (" +
                     std::to_string(plan.sources.size()) + " file(s))");
     Manifest manifest = make_manifest(o, plan, shards, reader, progress, tokenizer_copy);
+    if (manifest.chat) {
+        manifest.chat->skipped_lines = skipped_lines;
+        manifest.chat->skipped = skipped;
+    }
     write_atomic(out / kManifestFile, token_files::manifest_json(manifest).dump(2) + "\n");
     std::error_code ec;
     fs::remove(state_path, ec);

@@ -46,6 +46,9 @@ struct ChatOptions {
     bool train_on_all = false;  ///< train on every token, not just the assistant's turns
     /// Template variables (`--template-arg NAME=VALUE`, chat::add_template_arg).
     nlohmann::ordered_json template_args = nlohmann::ordered_json::object();
+    /// A line whose assistant turns cannot be told apart (chat::Unmaskable): false stops the run
+    /// naming it, true leaves it out and counts it (the manifest's chat.skipped_lines).
+    bool skip_unmaskable = false;
 };
 
 struct PrepareOptions {

@@ -110,6 +110,10 @@ struct ChatInfo {
     std::string file;
     /// The template variables it was rendered with (--template-arg).
     nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+    /// Lines left out because their assistant turns could not be told apart (--unmaskable
+    /// skip), and the first few of them ("file:line: why").
+    int64_t skipped_lines = 0;
+    std::vector<std::string> skipped;
 
     template <class V>
     void visit(V& v) {
@@ -118,6 +122,8 @@ struct ChatInfo {
         v("train_on", train_on);
         v("file", file);
         v("kwargs", kwargs);
+        v("skipped_lines", skipped_lines);
+        v("skipped", skipped);
     }
 };
 

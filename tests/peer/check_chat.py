@@ -375,6 +375,29 @@ def check_line_reaches_template(work, fast, tokenizer_file):
     check(r.returncode != 0 and "NAME=VALUE" in r.stderr, f"a bad --template-arg is named: {r.stderr.strip()[-160:]}")
 
 
+def check_unmaskable(work, tokenizer_file):
+    """A template that rewrites an assistant turn when it is not the last (here: reversed) leaves
+    that turn nowhere to be found: prepare-data stops naming the line, or with --unmaskable skip
+    leaves it out and counts it."""
+    rewriting = work / "rewriting.jinja"
+    rewriting.write_text("{% for m in messages %}<{{ m.role }}>{% if m.role == 'assistant' and not loop.last %}"
+                         "{{ m.content|reverse }}{% else %}{{ m.content }}{% endif %}<|im_end|>{% endfor %}"
+                         "{% if add_generation_prompt %}<assistant>{% endif %}")
+    data = work / "unmaskable.jsonl"
+    write_jsonl(data, [CONVERSATIONS[0], CONVERSATIONS[1], CONVERSATIONS[2]])
+    r = lathe("prepare-data", data, "--tokenizer", tokenizer_file, "--out", work / "unmaskable-stop",
+              "--chat", "--chat-template", rewriting, "--progress", "none", ok=False)
+    check(r.returncode != 0 and f"{data}:2" in r.stderr and "--unmaskable skip" in r.stderr,
+          f"a line whose turns cannot be told apart stops the run, naming it: {r.stderr.strip()[-240:]}")
+    out = work / "unmaskable-skip"
+    r = lathe("prepare-data", data, "--tokenizer", tokenizer_file, "--out", out, "--chat",
+              "--chat-template", rewriting, "--unmaskable", "skip", "--progress", "none")
+    manifest = json.loads((out / "manifest.json").read_text())
+    check(manifest["documents"] == 2 and manifest["chat"]["skipped_lines"] == 1
+          and f"{data}:2" in manifest["chat"]["skipped"][0] and "1 line(s) left out" in r.stdout,
+          "--unmaskable skip leaves the line out and counts it")
+
+
 def check_template_travels(work, fast, tokenizer_file):
     """The template (and its variables) travel from prepare-data to the run, generate --chat and
     the Hugging Face export: a tokenizer without a template beside it, an override template
@@ -440,6 +463,7 @@ def main():
         _, qwen, qwen_tokenizer = results["qwen2_5"]
         check_line_reaches_template(work, qwen, qwen_tokenizer)
         check_template_travels(work, qwen, qwen_tokenizer)
+        check_unmaskable(work, qwen_tokenizer)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
         sys.exit(1)

@@ -119,6 +119,17 @@ QGroupBox* DataDialog::buildInputs() {
            "one with spaces), as apply_chat_template(**kwargs) passes them."));
     templateRow->addWidget(templateArgs_, 1);
     inputsLayout->addWidget(templateBox);
+    skipUnmaskable_ = new QCheckBox(
+        tr("Leave out conversations whose turns the template does not let be told apart"),
+        inputsBox);
+    skipUnmaskable_->setObjectName(QStringLiteral("dataSkipUnmaskable"));
+    skipUnmaskable_->setToolTip(
+        tr("A template that rewrites an earlier reply (drops its reasoning, say) can leave the "
+           "reply nowhere to be found. Checked: such lines are left out and counted; unchecked: "
+           "the preparation stops at the first, naming it."));
+    skipUnmaskable_->setEnabled(false);
+    inputsLayout->addWidget(skipUnmaskable_);
+    connect(skipUnmaskable_, &QCheckBox::toggled, this, &DataDialog::updateButtons);
     connect(chooseTemplate, &QPushButton::clicked, this, [this] {
         const QString f = QFileDialog::getOpenFileName(
             this, tr("Chat template"), {}, tr("Chat templates (*.jinja *.json);;All files (*)"));
@@ -135,6 +146,7 @@ QGroupBox* DataDialog::buildInputs() {
     connect(chat_, &QCheckBox::toggled, this, [this, templateBox](bool on) {
         trainOnAll_->setEnabled(on);
         templateBox->setEnabled(on);
+        skipUnmaskable_->setEnabled(on);
         updateButtons();
     });
     connect(trainOnAll_, &QCheckBox::toggled, this, &DataDialog::updateButtons);
@@ -255,6 +267,7 @@ PrepareRequest DataDialog::request() const {
     if (r.chat) {
         r.chatTemplate = chatTemplate_->text().trimmed();
         r.templateArgs = QProcess::splitCommand(templateArgs_->text());
+        r.skipUnmaskable = skipUnmaskable_->isChecked();
     }
     return r;
 }

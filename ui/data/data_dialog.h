@@ -76,6 +76,7 @@ private:
     QCheckBox* trainOnAll_;
     QLineEdit* chatTemplate_;  ///< "" : the tokenizer folder's template
     QLineEdit* templateArgs_;  ///< NAME=VALUE ..., quoted as a shell would
+    QCheckBox* skipUnmaskable_;
     QTextBrowser* chatPreview_;
     QString previewKey_;  ///< what the preview shows: tokenizer, file, train-on-all, template
     QSpinBox* vocab_;

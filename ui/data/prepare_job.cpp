@@ -61,6 +61,7 @@ QStringList PrepareRequest::prepareArguments() const {
           << (trainOnAll ? QStringLiteral("all") : QStringLiteral("assistant"));
         if (!chatTemplate.isEmpty()) a << QStringLiteral("--chat-template") << chatTemplate;
         for (const auto& arg : templateArgs) a << QStringLiteral("--template-arg") << arg;
+        if (skipUnmaskable) a << QStringLiteral("--unmaskable") << QStringLiteral("skip");
         if (field != QStringLiteral("text")) a << QStringLiteral("--field") << field;
     } else {
         a << QStringLiteral("--field") << field;

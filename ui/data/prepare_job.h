@@ -35,7 +35,10 @@ struct PrepareRequest {
     /// tokenizer_config.json or a model folder (--chat-template).
     QString chatTemplate;
     QStringList templateArgs;  ///< "NAME=VALUE" each (--template-arg)
-    int threads = 0;           ///< 0: every core
+    /// Leave out a conversation whose assistant turns cannot be told apart (--unmaskable skip)
+    /// instead of stopping at it.
+    bool skipUnmaskable = false;
+    int threads = 0;  ///< 0: every core
 
     /// Where a trained tokenizer goes: <outDir>-tokenizer.model.
     QString trainedTokenizerPath() const;

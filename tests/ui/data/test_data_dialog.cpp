@@ -16,6 +16,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QCheckBox>
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
@@ -243,6 +244,10 @@ private Q_SLOTS:
         QVERIFY2(args.contains("--chat-template") && args.contains(other) &&
                      args.contains("--template-arg") && args.contains("style=very terse"),
                  qPrintable(args.join(' ')));
+        auto* skip = d.findChild<QCheckBox*>(QStringLiteral("dataSkipUnmaskable"));
+        QVERIFY(skip && skip->isEnabled());
+        QTest::mouseClick(skip, Qt::LeftButton, {}, QPoint(8, skip->height() / 2));
+        QVERIFY(d.request().prepareArguments().join(' ').contains("--unmaskable skip"));
         argsEdit->clear();
         d.setOutputFolder(root_.path() + "/chat-out");
         QVERIFY2(d.request().problem().isEmpty(), qPrintable(d.request().problem()));
