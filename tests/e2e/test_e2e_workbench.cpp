@@ -7,23 +7,80 @@
 #include "ui/control/run_toolbar.h"
 #include "ui/main_window.h"
 
+#include "ui/checkpoints/export_dialog.h"
 #include "ui/config/config_editor.h"
+#include "ui/data/data_dialog.h"
+#include "ui/data/prepare_job.h"
 #include "ui/logs/log_model.h"
 #include "ui/plots/metric_store.h"
 #include "ui/plots/plot_panel.h"
+#include "ui/samples/samples_panel.h"
 
 #include <QAction>
+#include <QCheckBox>
 #include <QDir>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSettings>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QtTest>
 
+using lathe::ui::DataDialog;
 using lathe::ui::MainWindow;
+using lathe::ui::PrepareJob;
+
+namespace {
+
+void writeText(const QString& path, const QString& text) {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write(text.toUtf8());
+}
+
+// A byte-level tokenizer.json (one token per byte, GPT-2's byte-to-character map, no merges) with
+// ChatML's two special tokens (ids 256 and 257), in `dir`.
+void writeByteTokenizer(const QString& dir) {
+    QList<int> bytes;
+    for (int b = '!'; b <= '~'; ++b) bytes << b;
+    for (int b = 0xA1; b <= 0xAC; ++b) bytes << b;
+    for (int b = 0xAE; b <= 0xFF; ++b) bytes << b;
+    QJsonObject vocab;
+    int extra = 0;
+    for (int b = 0; b < 256; ++b) {
+        const int code = bytes.contains(b) ? b : 256 + extra++;
+        vocab.insert(QString(QChar(code)), b);
+    }
+    // Every field `tokenizers` itself requires, so that transformers reads it too.
+    QJsonArray added;
+    for (const auto& [id, content] : {std::pair{256, "<|im_start|>"}, std::pair{257, "<|im_end|>"}})
+        added.append(QJsonObject{{"id", id},
+                                 {"content", content},
+                                 {"special", true},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", false}});
+    const QJsonObject byteLevel{{"type", "ByteLevel"},
+                                {"add_prefix_space", false},
+                                {"trim_offsets", true},
+                                {"use_regex", true}};
+    const QJsonObject tok{
+        {"model", QJsonObject{{"type", "BPE"}, {"vocab", vocab}, {"merges", QJsonArray()}}},
+        {"added_tokens", added},
+        {"pre_tokenizer", byteLevel},
+        {"decoder", byteLevel}};
+    writeText(dir + "/tokenizer.json", QString::fromUtf8(QJsonDocument(tok).toJson()));
+}
+
+}  // namespace
 
 class TestE2EWorkbench : public QObject {
     Q_OBJECT
@@ -216,6 +273,163 @@ private Q_SLOTS:
         QVERIFY(box);
         QVERIFY2(box->text().contains(QStringLiteral("architectures")), qPrintable(box->text()));
         QVERIFY(w.editor()->document() == before);
+    }
+
+    // Chat fine-tuning, end to end in the window (issue 44): a Hugging Face folder with a chat
+    // template -> New run from it -> Prepare data (chat conversations, clicked) -> Start -> Try
+    // it, Chat (typed) -> File > Export to Hugging Face. The template travels the whole way:
+    // transformers' apply_chat_template on the export renders what Lathe trained on, and
+    // `generate --chat` on the export answers as Try it did.
+    void chatFineTuneJourney() {
+        const QString python = qEnvironmentVariable("LATHE_TEST_PYTHON");
+        if (python.isEmpty() || !QFileInfo(python).isExecutable())
+            QSKIP("needs the test environment's Python (transformers)");
+        QTemporaryDir work;
+        const QString engine = qEnvironmentVariable("LATHE_ENGINE");
+        auto runEngine = [&](const QStringList& args, QByteArray* output = nullptr) {
+            QProcess p;
+            p.setProcessChannelMode(output ? QProcess::SeparateChannels : QProcess::MergedChannels);
+            p.start(engine, args);
+            const bool done = p.waitForFinished(300000);
+            const QByteArray out = p.readAllStandardOutput();
+            if (output) *output = out;
+            if (!done || p.exitCode() != 0)
+                qWarning("%s%s", out.constData(), p.readAllStandardError().constData());
+            return done && p.exitCode() == 0;
+        };
+        // The model folder: Llama-style weights, a byte-level tokenizer with ChatML's special
+        // tokens, and its chat template, as a Hugging Face chat model's folder holds them.
+        QVERIFY(runEngine({"train", "tiny_llama", "run_name=chat-src",
+                           "trainer.save_folder=" + work.path() + "/src", "model.vocab_size=384",
+                           "trainer.max_duration=1steps", "launch.num_threads=1"}));
+        const QString hf = work.path() + "/chat-model";
+        QVERIFY(runEngine({"export", work.path() + "/src/step1", hf}));
+        {
+            QFile cfg(hf + "/config.json");
+            QVERIFY(cfg.open(QIODevice::ReadOnly));
+            auto j = lathe::config::Json::parse(cfg.readAll().toStdString());
+            cfg.close();
+            j.erase("lathe");  // its own note says "bytes": this folder has a tokenizer now
+            QVERIFY(cfg.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            cfg.write(QByteArray::fromStdString(j.dump(2)));
+        }
+        writeByteTokenizer(hf);
+        const QString chatml =
+            "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+            "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
+            "'<|im_start|>assistant\\n' }}{% endif %}";
+        writeText(hf + "/chat_template.jinja", chatml);
+        writeText(
+            hf + "/tokenizer_config.json",
+            "{\"eos_token\": \"<|im_end|>\", \"tokenizer_class\": \"PreTrainedTokenizerFast\"}");
+        // The user's chats: one question, always the same answer, to learn in a few steps.
+        QString chats;
+        for (int i = 0; i < 64; ++i)
+            chats += QStringLiteral(
+                         "{\"messages\": [{\"role\": \"user\", \"content\": \"Say hi %1\"}, "
+                         "{\"role\": \"assistant\", \"content\": \"hi\"}]}\n")
+                         .arg(i % 4);
+        writeText(work.path() + "/chats.jsonl", chats);
+
+        QTemporaryDir runs;
+        qputenv("LATHE_RUNS_DIR", runs.path().toUtf8());
+        MainWindow w;
+        w.resize(1366, 768);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(w.newRunFromHfModel(hf));
+
+        // Prepare data: the chats, the model's tokenizer, Chat conversations clicked.
+        DataDialog* d = w.showDataDialog();
+        d->addInputs({work.path() + "/chats.jsonl"});
+        d->setTokenizerFile(hf + "/tokenizer.json");
+        auto* chat = d->findChild<QCheckBox*>(QStringLiteral("dataChat"));
+        QVERIFY(chat);
+        QTest::mouseClick(chat, Qt::LeftButton, {}, QPoint(8, chat->height() / 2));
+        QVERIFY(chat->isChecked());
+        QVERIFY2(d->chatPreviewHtml().contains("Template: " + hf + "/chat_template.jinja"),
+                 qPrintable(d->chatPreviewHtml()));
+        d->setOutputFolder(work.path() + "/chat-tokens");
+        QSignalSpy prepared(d->job(), &PrepareJob::finished);
+        QVERIFY2(d->prepare(), qPrintable(d->statusText()));
+        QVERIFY(prepared.wait(180000));
+        QVERIFY2(prepared.at(0).at(0).toBool(), qPrintable(d->statusText()));
+        d->close();
+
+        // Train, from the window's own Start.
+        w.editor()->editField(QStringLiteral("dataset.sequence_length"), 64);
+        w.editor()->editField(QStringLiteral("train_module.max_sequence_length"), 64);
+        w.editor()->editField(QStringLiteral("data_loader.global_batch_size"), 256);
+        w.editor()->editField(QStringLiteral("train_module.rank_microbatch_size"), 256);
+        w.editor()->editField(QStringLiteral("trainer.max_duration"),
+                              lathe::config::Json{{"value", 40}, {"unit", "steps"}});
+        w.editor()->editField(QStringLiteral("train_module.optim.lr"), 3e-3);
+        w.editor()->editField(QStringLiteral("launch.num_threads"), 1);
+        QString issues;
+        for (const auto& i : w.editor()->issues())
+            issues += QString::fromStdString(i.to_string()) + "\n";
+        QVERIFY2(w.editor()->isValid(), qPrintable(issues));
+        w.toolbar()->startAction()->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.toolbar()->stateLabel()->text(), QStringLiteral("finished"),
+                                  240000);
+        QCOMPARE(w.run()->exitCode(), 0);
+        const QString runDir =
+            runs.path() + "/" +
+            QString::fromStdString(w.editor()->document()["run_name"].get<std::string>());
+        const QString ckpt = runDir + "/step40";
+        QVERIFY2(QFileInfo(ckpt + "/chat_template.jinja").isFile(), qPrintable(ckpt));
+
+        // Try it, Chat, greedy: typed in and sent with Enter.
+        auto* panel = w.samplesPanel();
+        auto* tryChat = panel->findChild<QCheckBox*>(QStringLiteral("tryItChat"));
+        QTest::mouseClick(tryChat, Qt::LeftButton, {}, QPoint(8, tryChat->height() / 2));
+        QVERIFY(panel->chatMode());
+        panel->setSampling(6, 0, 0, 1.0);
+        QSignalSpy answered(panel, &lathe::ui::SamplesPanel::generationFinished);
+        QTest::keyClicks(panel->promptEdit(), QStringLiteral("Say hi 2"));
+        QTest::keyClick(panel->promptEdit(), Qt::Key_Return);
+        QVERIFY(answered.wait(120000));
+        QVERIFY2(answered.last().at(0).toBool(), qPrintable(answered.last().at(1).toString()));
+        QCOMPARE(panel->conversation().size(), 2);
+        const QString reply = panel->conversation()[1].second;
+        QVERIFY2(reply.startsWith(QStringLiteral("hi")), qPrintable(reply));  // it learnt
+
+        // File > Export to Hugging Face, from the window.
+        auto* exporter = w.showExportDialog();
+        const QString exported = work.path() + "/exported";
+        exporter->setCheckpoint(ckpt);
+        exporter->setOutputFolder(exported);
+        QSignalSpy exportedSpy(exporter, &lathe::ui::ExportDialog::finished);
+        QVERIFY2(exporter->startExport(), qPrintable(exporter->statusText()));
+        QVERIFY(exportedSpy.wait(120000));
+        QVERIFY2(exportedSpy.at(0).at(0).toBool(), qPrintable(exportedSpy.at(0).at(1).toString()));
+
+        // transformers on the export renders what Lathe trained on ...
+        writeText(work.path() + "/prompt.jsonl",
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"Say hi 2\"}]}\n");
+        QByteArray lathe;
+        QVERIFY(runEngine(
+            {"chat", work.path() + "/prompt.jsonl", "--tokenizer",
+             work.path() + "/chat-tokens/tokenizer.json", "--text", "--generation-prompt"},
+            &lathe));
+        QProcess py;
+        py.start(python, {"-c",
+                          "import sys; from transformers import AutoTokenizer; "
+                          "t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+                          "sys.stdout.write(t.apply_chat_template([{'role': 'user', 'content': "
+                          "'Say hi 2'}], tokenize=False, add_generation_prompt=True))",
+                          exported});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().right(1500).constData());
+        const QByteArray hfText = py.readAllStandardOutput();
+        QVERIFY2(!hfText.isEmpty() && hfText == lathe, qPrintable(hfText + " vs " + lathe));
+        // ... and generate on the export answers as Try it did.
+        QByteArray answer;
+        QVERIFY(runEngine({"generate", exported, "--chat", "--prompt", "Say hi 2",
+                           "--max-new-tokens", "6", "--temperature", "0", "--json"},
+                          &answer));
+        const auto j = lathe::config::Json::parse(answer.split('\n').first().toStdString());
+        QCOMPARE(QString::fromStdString(j["reply"].get<std::string>()), reply);
     }
 };
 
