@@ -74,6 +74,34 @@ std::size_t token_boundary(const tokenizer::Tokenizer& tok, const std::string& p
     return k;
 }
 
+// The tokens that overlap a {% generation %} block are trained, as transformers'
+// return_assistant_tokens_mask does.
+void mask_generation_blocks(const ChatTemplate& tmpl, const tokenizer::Tokenizer& tok,
+                            const nlohmann::ordered_json& messages,
+                            const nlohmann::ordered_json& context, const std::string& where,
+                            Encoded& out) {
+    ChatTemplate::Marked marked;
+    try {
+        marked = tmpl.render_marked(messages, false, context);
+    } catch (const Error& e) {
+        throw Error(where, e);
+    }
+    for (const auto& [begin, end] : marked.generation) {
+        if (begin >= end) continue;
+        const std::size_t first =
+            begin == 0 ? 0 : token_boundary(tok, out.text.substr(0, begin), out.ids);
+        std::size_t last = out.ids.size();
+        if (end < out.text.size()) {
+            const auto p = tok.encode(out.text.substr(0, end), false);
+            last = 0;
+            while (last < p.size() && last < out.ids.size() && p[last] == out.ids[last]) ++last;
+            // A token that straddles the block's end overlaps it: trained.
+            if (last < p.size()) ++last;
+        }
+        for (std::size_t t = first; t < last && t < out.mask.size(); ++t) out.mask[t] = 1;
+    }
+}
+
 }  // namespace
 
 Encoded encode_conversation(const ChatTemplate& tmpl, const tokenizer::Tokenizer& tok,
@@ -91,29 +119,9 @@ Encoded encode_conversation(const ChatTemplate& tmpl, const tokenizer::Tokenizer
     out.mask.assign(out.ids.size(), train_on == TrainOn::all ? 1 : 0);
     if (train_on == TrainOn::all) return out;
 
-    // A template with {% generation %} blocks says itself what the assistant wrote: the tokens
-    // that overlap a block are trained, as transformers' return_assistant_tokens_mask does.
+    // A template with {% generation %} blocks says itself what the assistant wrote.
     if (tmpl.has_generation_blocks()) {
-        ChatTemplate::Marked marked;
-        try {
-            marked = tmpl.render_marked(messages, false, context);
-        } catch (const Error& e) {
-            throw Error(where, e);
-        }
-        for (const auto& [begin, end] : marked.generation) {
-            if (begin >= end) continue;
-            const std::size_t first =
-                begin == 0 ? 0 : token_boundary(tok, out.text.substr(0, begin), out.ids);
-            std::size_t last = out.ids.size();
-            if (end < out.text.size()) {
-                const auto p = tok.encode(out.text.substr(0, end), false);
-                last = 0;
-                while (last < p.size() && last < out.ids.size() && p[last] == out.ids[last]) ++last;
-                // A token that straddles the block's end overlaps it: trained.
-                if (last < p.size()) ++last;
-            }
-            for (std::size_t t = first; t < last && t < out.mask.size(); ++t) out.mask[t] = 1;
-        }
+        mask_generation_blocks(tmpl, tok, messages, context, where, out);
         return out;
     }
 

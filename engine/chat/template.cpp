@@ -225,7 +225,8 @@ double number_of(const Json& v, const char* filter) {
     throw std::runtime_error(std::string(filter) + ": not a number: " + v.dump());
 }
 
-std::vector<std::pair<std::string, Filter>> extra_filters() {
+// The filters over sequences: first, last, reverse, sum, max, min.
+std::vector<std::pair<std::string, Filter>> sequence_filters() {
     auto items = [](const Json& v, const char* filter) {
         if (v.is_array()) return v;
         if (v.is_string()) {  // a string's characters
@@ -298,6 +299,12 @@ std::vector<std::pair<std::string, Filter>> extra_filters() {
          }},
         {"max", extreme(true)},
         {"min", extreme(false)},
+    };
+}
+
+// The filters over numbers and strings: int, float, abs, round, replace, wordcount.
+std::vector<std::pair<std::string, Filter>> scalar_filters() {
+    return {
         {"int",
          [](const Json& v, const minja::ArgumentsValue& args) {
              const Json fallback = arg_or(args, 1, "default", 0);
@@ -378,6 +385,12 @@ std::vector<std::pair<std::string, Filter>> extra_filters() {
              return minja::Value(words);
          }},
     };
+}
+
+std::vector<std::pair<std::string, Filter>> extra_filters() {
+    auto all = sequence_filters();
+    for (auto& f : scalar_filters()) all.push_back(std::move(f));
+    return all;
 }
 
 }  // namespace

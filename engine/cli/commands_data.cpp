@@ -129,7 +129,11 @@ int report_prepared(const token_files::Manifest& manifest, const std::string& ou
               << manifest.documents << " documents, " << manifest.shards.size() << " shard(s)\n";
     if (manifest.trained_tokens)
         std::cout << "label masks: the loss is taken on " << *manifest.trained_tokens
-                  << " of them\n";
+                  << " of them ("
+                  << (manifest.tokens > 0 ? 100.0 * static_cast<double>(*manifest.trained_tokens) /
+                                                static_cast<double>(manifest.tokens)
+                                          : 0.0)
+                  << "%)\n";
     if (manifest.chat && manifest.chat->skipped_lines > 0) {
         std::cout << manifest.chat->skipped_lines
                   << " line(s) left out: their assistant turns cannot be told apart "

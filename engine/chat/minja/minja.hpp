@@ -332,8 +332,13 @@ public:
       if (!key.is_number_integer()) {
         return Value();
       }
-      auto index = key.get<int>();
-      return array_->at(index < 0 ? array_->size() + index : index);
+      // Lathe: an index past either end is undefined, as jinja2 has it (minja threw
+      // std::out_of_range's message).
+      const auto index = key.get<int64_t>();
+      const auto size = static_cast<int64_t>(array_->size());
+      const auto at = index < 0 ? size + index : index;
+      if (at < 0 || at >= size) return Value();
+      return array_->at(static_cast<size_t>(at));
     } else if (object_) {
       if (!key.is_hashable()) throw std::runtime_error("Unhashable type: " + dump());
       auto it = object_->find(key.primitive_);

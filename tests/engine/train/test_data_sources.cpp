@@ -92,7 +92,7 @@ private Q_SLOTS:
         auto mask_file = [&](const QString& name, auto keep) {
             QByteArray bytes(ids.size(), '\0');
             for (int i = 0; i < ids.size(); ++i) bytes[i] = keep(i) ? 1 : 0;
-            const QString path = runs() + "/" + name;
+            QString path = runs() + "/" + name;
             write_text(path, bytes);
             return path;
         };
