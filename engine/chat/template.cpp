@@ -129,7 +129,7 @@ struct PyJson {
         auto newline = [&](int l) {
             if (indent < 0) return;
             out += '\n';
-            out.append(static_cast<std::size_t>(indent * l), ' ');
+            out.append(static_cast<std::size_t>(indent) * static_cast<std::size_t>(l), ' ');
         };
         if (v.is_array()) {
             if (v.empty()) {
