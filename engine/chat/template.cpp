@@ -432,7 +432,50 @@ ChatTemplate with_saved_kwargs(ChatTemplate t, const nlohmann::json& config) {
 }
 }  // namespace
 
+namespace {
+// Lathe's own templates (written here, in the formats' published layouts): name -> source and
+// special tokens. A message's content that is not a string (absent on a tool-calling turn) is "".
+struct Builtin {
+    const char* name;
+    const char* source;
+    const char* bos;
+    const char* eos;
+};
+constexpr Builtin kBuiltins[] = {
+    {"chatml",
+     "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' }}"
+     "{{ m['content'] if m['content'] is string else '' }}{{ '<|im_end|>\\n' }}{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+     "", "<|im_end|>"},
+    {"llama3",
+     "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + "
+     "'<|end_header_id|>\\n\\n' }}{{ (m['content'] if m['content'] is string else '') | trim }}"
+     "{{ '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+     "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}",
+     "<|begin_of_text|>", "<|eot_id|>"},
+};
+}  // namespace
+
+std::vector<std::string> ChatTemplate::builtin_names() {
+    std::vector<std::string> out;
+    for (const auto& b : kBuiltins) out.emplace_back(b.name);
+    return out;
+}
+
+ChatTemplate ChatTemplate::builtin(const std::string& name) {
+    for (const auto& b : kBuiltins) {
+        if (name != b.name) continue;
+        nlohmann::json special = {{"eos_token", b.eos}};
+        if (*b.bos) special["bos_token"] = b.bos;
+        return ChatTemplate(b.source, "builtin:" + name, special);
+    }
+    std::string names;
+    for (const auto& n : builtin_names()) names += (names.empty() ? "" : ", ") + n;
+    throw Error("builtin:" + name + ": no such built-in chat template (known: " + names + ")");
+}
+
 ChatTemplate ChatTemplate::load(const std::string& path) {
+    if (path.rfind("builtin:", 0) == 0) return builtin(path.substr(8));
     std::error_code ec;
     const fs::path p(path);
     if (fs::is_directory(p, ec)) {

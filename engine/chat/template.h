@@ -40,7 +40,7 @@ public:
 
     /// Reads a template from `path`: a model or tokenizer folder (chat_template.jinja there, as
     /// transformers prefers it, else tokenizer_config.json's chat_template), a
-    /// tokenizer_config.json, or a .jinja file. Special tokens come from the tokenizer_config.json
+    /// tokenizer_config.json, a .jinja file, or "builtin:NAME" (builtin()). Special tokens come from the tokenizer_config.json
     /// beside it. Throws lathe::Error naming the file when there is no template.
     static ChatTemplate load(const std::string& path);
 
@@ -51,6 +51,12 @@ public:
     /// (written as they are). Atomic, file by file.
     void save(const std::string& dir,
               nlohmann::json tokenizer_config = nlohmann::json::object()) const;
+
+    /// Lathe's own templates for models without one, by name ("chatml", "llama3"): the common
+    /// chat formats, each with the special tokens it ends turns with. `load("builtin:NAME")`
+    /// gives them too. Throws lathe::Error listing the names for an unknown one.
+    static ChatTemplate builtin(const std::string& name);
+    static std::vector<std::string> builtin_names();
 
     /// The template for a tokenizer file (tokenizer.json / tokenizer.model): its folder's, or
     /// nullopt when that folder has none.

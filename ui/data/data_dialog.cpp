@@ -1,5 +1,6 @@
 #include "ui/data/data_dialog.h"
 
+#include "engine/chat/template.h"
 #include "ui/data/chat_preview.h"
 #include "ui/data/mixture_editor.h"
 
@@ -14,12 +15,14 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMenu>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTextBrowser>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <QWidget>
 
@@ -104,12 +107,25 @@ QGroupBox* DataDialog::buildInputs() {
     chatTemplate_->setObjectName(QStringLiteral("dataChatTemplate"));
     chatTemplate_->setPlaceholderText(tr("the tokenizer folder's (chat_template.jinja)"));
     chatTemplate_->setToolTip(
-        tr("A .jinja file, a tokenizer_config.json or a model folder whose template renders "
-           "the conversations; empty: the one beside the tokenizer. It is kept with the data, "
-           "the run's checkpoints and the export."));
+        tr("A .jinja file, a tokenizer_config.json, a model folder or builtin:NAME whose "
+           "template renders the conversations; empty: the one beside the tokenizer. It is kept "
+           "with the data, the run's checkpoints and the export."));
     templateRow->addWidget(chatTemplate_, 1);
     auto* chooseTemplate = new QPushButton(tr("Choose…"), inputsBox);
     templateRow->addWidget(chooseTemplate);
+    // Lathe's own templates, for a model without one (chat::ChatTemplate::builtin).
+    auto* builtin = new QToolButton(inputsBox);
+    builtin->setObjectName(QStringLiteral("dataChatBuiltin"));
+    builtin->setText(tr("Built-in"));
+    builtin->setPopupMode(QToolButton::InstantPopup);
+    auto* builtinMenu = new QMenu(builtin);
+    for (const auto& name : chat::ChatTemplate::builtin_names()) {
+        const QString value = QStringLiteral("builtin:") + QString::fromStdString(name);
+        builtinMenu->addAction(QString::fromStdString(name), this,
+                               [this, value] { chatTemplate_->setText(value); });
+    }
+    builtin->setMenu(builtinMenu);
+    templateRow->addWidget(builtin);
     templateRow->addWidget(new QLabel(tr("Arguments:"), inputsBox));
     templateArgs_ = new QLineEdit(inputsBox);
     templateArgs_->setObjectName(QStringLiteral("dataTemplateArgs"));

@@ -30,7 +30,8 @@ QString PrepareRequest::problem() const {
         return QObject::tr(
             "Chat data needs the model's own tokenizer (its folder holds the chat "
             "template), not a new one.");
-    if (chat && !chatTemplate.isEmpty() && !QFileInfo::exists(chatTemplate))
+    if (chat && !chatTemplate.isEmpty() && !chatTemplate.startsWith(QStringLiteral("builtin:")) &&
+        !QFileInfo::exists(chatTemplate))
         return QObject::tr("The chat template %1 does not exist.").arg(chatTemplate);
     for (const auto& arg : templateArgs)
         if (arg.indexOf(QLatin1Char('=')) < 1)

@@ -182,6 +182,19 @@ private Q_SLOTS:
                  std::string("['thinking', 'role', 'reasoning', 'reasoning_content']False"));
     }
 
+    // Lathe's own templates for a model without one, by name (load("builtin:NAME") too).
+    void builtinTemplates() {
+        const auto m = Messages::array({turn("user", "hi"), turn("assistant", " yo ")});
+        QCOMPARE(chat::ChatTemplate::load("builtin:chatml").render(m, true),
+                 std::string("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n yo "
+                             "<|im_end|>\n<|im_start|>assistant\n"));
+        const auto llama = chat::ChatTemplate::builtin("llama3");
+        QCOMPARE(llama.special_tokens()["eos_token"].get<std::string>(), std::string("<|eot_id|>"));
+        QVERIFY(llama.render(m, false).rfind("<|begin_of_text|><|start_header_id|>user", 0) == 0);
+        const std::string unknown = error_of([] { chat::ChatTemplate::load("builtin:nope"); });
+        QVERIFY2(unknown.find("known: chatml, llama3") != std::string::npos, unknown.c_str());
+    }
+
     void masksTrainTheAssistantsTurns() {
         const auto t = tiny_template();
         const Messages m = Messages::array({turn("user", "ab"), turn("assistant", "bc"),

@@ -18,12 +18,14 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRandomGenerator>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QtTest>
 
 using lathe::ui::ChatPreview;
@@ -256,6 +258,15 @@ private Q_SLOTS:
         QVERIFY(d.chatPreviewHtml().contains("NAME=VALUE"));
         templateEdit->clear();
         argsEdit->clear();
+        // A built-in template, from the Built-in menu.
+        auto* builtin = d.findChild<QToolButton*>(QStringLiteral("dataChatBuiltin"));
+        QVERIFY(builtin && builtin->menu() && !builtin->menu()->actions().isEmpty());
+        builtin->menu()->actions().constFirst()->trigger();
+        QCOMPARE(templateEdit->text(), QStringLiteral("builtin:chatml"));
+        QVERIFY2(d.chatPreviewHtml().contains("Template: builtin:chatml") &&
+                     d.request().problem().isEmpty(),
+                 qPrintable(d.chatPreviewHtml()));
+        templateEdit->clear();
 
         // A line that is not a conversation: the preview says where and why.
         writeFile(jsonl, "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}\n");
