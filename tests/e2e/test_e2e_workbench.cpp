@@ -4,6 +4,7 @@
 // New run from a Hugging Face model: a Llama-style folder (made by the engine's own export) fills
 // the editor (family, sizes, load_path) and trains from its weights; a model Lathe cannot load is
 // refused with the field named, and the editor keeps its config.
+#include "tests/byte_chat_tokenizer.h"
 #include "ui/control/run_toolbar.h"
 #include "ui/main_window.h"
 
@@ -45,39 +46,18 @@ void writeText(const QString& path, const QString& text) {
     f.write(text.toUtf8());
 }
 
-// A byte-level tokenizer.json (one token per byte, GPT-2's byte-to-character map, no merges) with
-// ChatML's two special tokens (ids 256 and 257), in `dir`.
-void writeByteTokenizer(const QString& dir) {
-    QList<int> bytes;
-    for (int b = '!'; b <= '~'; ++b) bytes << b;
-    for (int b = 0xA1; b <= 0xAC; ++b) bytes << b;
-    for (int b = 0xAE; b <= 0xFF; ++b) bytes << b;
-    QJsonObject vocab;
-    int extra = 0;
-    for (int b = 0; b < 256; ++b) {
-        const int code = bytes.contains(b) ? b : 256 + extra++;
-        vocab.insert(QString(QChar(code)), b);
-    }
-    // Every field `tokenizers` itself requires, so that transformers reads it too.
-    QJsonArray added;
-    for (const auto& [id, content] : {std::pair{256, "<|im_start|>"}, std::pair{257, "<|im_end|>"}})
-        added.append(QJsonObject{{"id", id},
-                                 {"content", content},
-                                 {"special", true},
-                                 {"single_word", false},
-                                 {"lstrip", false},
-                                 {"rstrip", false},
-                                 {"normalized", false}});
-    const QJsonObject byteLevel{{"type", "ByteLevel"},
-                                {"add_prefix_space", false},
-                                {"trim_offsets", true},
-                                {"use_regex", true}};
-    const QJsonObject tok{
-        {"model", QJsonObject{{"type", "BPE"}, {"vocab", vocab}, {"merges", QJsonArray()}}},
-        {"added_tokens", added},
-        {"pre_tokenizer", byteLevel},
-        {"decoder", byteLevel}};
-    writeText(dir + "/tokenizer.json", QString::fromUtf8(QJsonDocument(tok).toJson()));
+// Runs the engine (LATHE_ENGINE) to the end: true when it exits 0. Its standard output goes to
+// `output` when given; on a failure everything it printed is logged.
+bool runEngine(const QStringList& args, QByteArray* output = nullptr) {
+    QProcess p;
+    p.setProcessChannelMode(output ? QProcess::SeparateChannels : QProcess::MergedChannels);
+    p.start(qEnvironmentVariable("LATHE_ENGINE"), args);
+    const bool done = p.waitForFinished(300000);
+    const QByteArray out = p.readAllStandardOutput();
+    if (output) *output = out;
+    if (!done || p.exitCode() != 0)
+        qWarning("%s%s", out.constData(), p.readAllStandardError().constData());
+    return done && p.exitCode() == 0;
 }
 
 }  // namespace
@@ -191,16 +171,6 @@ private Q_SLOTS:
 
     void newRunFromHuggingFaceModel() {
         QTemporaryDir work;
-        const QString engine = qEnvironmentVariable("LATHE_ENGINE");
-        auto runEngine = [&](const QStringList& args) {
-            QProcess p;
-            p.setProcessChannelMode(QProcess::MergedChannels);
-            p.start(engine, args);
-            const bool done = p.waitForFinished(300000);
-            const QByteArray out = p.readAll();
-            if (!done || p.exitCode() != 0) qWarning("%s", out.constData());
-            return done && p.exitCode() == 0;
-        };
         // A Llama-style model (pre-norm, no QK-norm, grouped-query attention), as transformers'
         // LlamaForCausalLM folder.
         QVERIFY(runEngine({"train", "tiny_llama", "run_name=src",
@@ -285,18 +255,6 @@ private Q_SLOTS:
         if (python.isEmpty() || !QFileInfo(python).isExecutable())
             QSKIP("needs the test environment's Python (transformers)");
         QTemporaryDir work;
-        const QString engine = qEnvironmentVariable("LATHE_ENGINE");
-        auto runEngine = [&](const QStringList& args, QByteArray* output = nullptr) {
-            QProcess p;
-            p.setProcessChannelMode(output ? QProcess::SeparateChannels : QProcess::MergedChannels);
-            p.start(engine, args);
-            const bool done = p.waitForFinished(300000);
-            const QByteArray out = p.readAllStandardOutput();
-            if (output) *output = out;
-            if (!done || p.exitCode() != 0)
-                qWarning("%s%s", out.constData(), p.readAllStandardError().constData());
-            return done && p.exitCode() == 0;
-        };
         // The model folder: Llama-style weights, a byte-level tokenizer with ChatML's special
         // tokens, and its chat template, as a Hugging Face chat model's folder holds them.
         QVERIFY(runEngine({"train", "tiny_llama", "run_name=chat-src",
@@ -313,7 +271,7 @@ private Q_SLOTS:
             QVERIFY(cfg.open(QIODevice::WriteOnly | QIODevice::Truncate));
             cfg.write(QByteArray::fromStdString(j.dump(2)));
         }
-        writeByteTokenizer(hf);
+        QVERIFY(!lathe::testing::write_byte_chat_tokenizer(hf).isEmpty());
         const QString chatml =
             "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
             "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "

@@ -84,14 +84,15 @@ def make_tokenizer(name, work):
     return fast, folder
 
 
-def trained_mask(fast, messages, ids):
+def turn_mask(fast, messages, text, ids, render):
     """The assistant-only mask, computed here: each assistant turn spans from the end of the
     conversation rendered up to it with the generation prompt to the end of the conversation
-    rendered up to and including it; boundaries go to the tokens the prefix shares with the whole."""
-    text = fast.apply_chat_template(messages, tokenize=False)
-
+    rendered up to and including it (`render(head, add_generation_prompt)`); boundaries go to the
+    tokens the prefix shares with the whole. Raises ValueError where a prefix rendering is not a
+    prefix of `text`."""
     def tokens_before(prefix):
-        assert text.startswith(prefix)
+        if prefix is None or not text.startswith(prefix):
+            raise ValueError("a prefix renders differently from the start of the whole")
         if len(prefix) == len(text):
             return len(ids)
         p = fast(prefix, add_special_tokens=False)["input_ids"]
@@ -104,13 +105,18 @@ def trained_mask(fast, messages, ids):
     for i, m in enumerate(messages):
         if m["role"] != "assistant":
             continue
-        begin = 0 if i == 0 else tokens_before(
-            fast.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True))
-        end = tokens_before(fast.apply_chat_template(messages[:i + 1], tokenize=False))
+        begin = 0 if i == 0 else tokens_before(render(messages[:i], True))
+        end = tokens_before(render(messages[:i + 1], False))
         for t in range(begin, end):
             mask[t] = 1
     return mask
 
+
+def trained_mask(fast, messages, ids):
+    """turn_mask with the tokenizer's own template."""
+    return turn_mask(fast, messages, fast.apply_chat_template(messages, tokenize=False), ids,
+                     lambda head, gen: fast.apply_chat_template(head, tokenize=False,
+                                                                add_generation_prompt=gen))
 
 def write_jsonl(path, conversations):
     with open(path, "w") as f:

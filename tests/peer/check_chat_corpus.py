@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 # here on bytes (check_tokenizers' lathe() decodes text mode, which turns "\r" into "\n"), on one
 # file of conversations at a time.
 from check_tokenizers import ENGINE, FAILURES, LLAMA3, check  # noqa: E402
+from check_chat import turn_mask  # noqa: E402
 
 HERE = Path(__file__).parent
 CORPUS = Path(os.environ.get("LATHE_CHAT_TEMPLATES",
@@ -277,37 +278,13 @@ def hf_training_mask(fast, conv, kwargs, training):
 
 
 def prefix_mask(fast, conv, kwargs, text, ids):
-    """check_chat.py's trained_mask, with tools and template variables: each assistant turn from
-    the end of the conversation rendered up to it with the generation prompt to the end of the
-    conversation rendered up to and including it. None when a prefix rendering is not a prefix of
-    the whole (or raises)."""
-    messages = conv["messages"]
-
-    def tokens_before(prefix):
-        if prefix is None or not text.startswith(prefix):
-            raise ValueError("inconsistent")
-        if len(prefix) == len(text):
-            return len(ids)
-        p = fast(prefix, add_special_tokens=False)["input_ids"]
-        k = 0
-        while k < min(len(p), len(ids)) and p[k] == ids[k]:
-            k += 1
-        return k
-
-    mask = [0] * len(ids)
+    """check_chat.py's turn_mask with the line's tools and template variables; None when a prefix
+    rendering is not a prefix of the whole (or raises)."""
     try:
-        for i, m in enumerate(messages):
-            if m["role"] != "assistant":
-                continue
-            begin = 0 if i == 0 else tokens_before(
-                hf_render(fast, dict(conv, messages=messages[:i]), True, kwargs)[0])
-            end = tokens_before(hf_render(fast, dict(conv, messages=messages[:i + 1]), False, kwargs)[0])
-            for t in range(begin, end):
-                mask[t] = 1
+        return turn_mask(fast, conv["messages"], text, ids,
+                         lambda head, gen: hf_render(fast, dict(conv, messages=head), gen, kwargs)[0])
     except ValueError:
         return None
-    return mask
-
 
 # ---------------------------------------------------------------------------------------------
 # The engine, on a file of conversations at a time.

@@ -2,6 +2,7 @@
 // small folder of text prepared from the dialog (a SentencePiece tokenizer trained on it first),
 // Cancel keeping the finished shards, and the main window training on the result.
 #include "engine/protocol/cli_output.h"
+#include "tests/byte_chat_tokenizer.h"
 #include "tests/engine_runner.h"
 #include "ui/config/config_editor.h"
 #include "ui/control/run_toolbar.h"
@@ -63,30 +64,10 @@ void writeFile(const QString& path, const QString& text) {
     f.write(text.toUtf8());
 }
 
-// A byte-level tokenizer.json (one token per byte, GPT-2's byte-to-character map, no merges) with
-// ChatML's two special tokens, and a tokenizer_config.json with a ChatML template, in `dir`.
+// A byte-level tokenizer.json with ChatML's two special tokens, and a tokenizer_config.json with a
+// ChatML template, in `dir`.
 QString writeChatTokenizer(const QString& dir) {
-    QDir().mkpath(dir);
-    QList<int> bytes;
-    for (int b = '!'; b <= '~'; ++b) bytes << b;
-    for (int b = 0xA1; b <= 0xAC; ++b) bytes << b;
-    for (int b = 0xAE; b <= 0xFF; ++b) bytes << b;
-    QJsonObject vocab;
-    int extra = 0;
-    for (int b = 0; b < 256; ++b) {
-        const int code = bytes.contains(b) ? b : 256 + extra++;
-        vocab.insert(QString(QChar(code)), b);
-    }
-    const QJsonObject model{{"type", "BPE"}, {"vocab", vocab}, {"merges", QJsonArray()}};
-    QJsonArray added;
-    added.append(QJsonObject{{"id", 256}, {"content", "<|im_start|>"}, {"special", true}});
-    added.append(QJsonObject{{"id", 257}, {"content", "<|im_end|>"}, {"special", true}});
-    const QJsonObject tok{
-        {"model", model},
-        {"added_tokens", added},
-        {"pre_tokenizer", QJsonObject{{"type", "ByteLevel"}, {"add_prefix_space", false}}},
-        {"decoder", QJsonObject{{"type", "ByteLevel"}}}};
-    writeFile(dir + "/tokenizer.json", QString::fromUtf8(QJsonDocument(tok).toJson()));
+    lathe::testing::write_byte_chat_tokenizer(dir);
     const QJsonObject config{
         {"eos_token", "<|im_end|>"},
         {"chat_template",
