@@ -176,6 +176,8 @@ struct PyJson {
 
 minja::Value tojson(const std::shared_ptr<minja::Context>&, minja::ArgumentsValue& args) {
     if (args.args.empty()) throw std::runtime_error("tojson: no value");
+    if (args.args[0].is_undefined())
+        throw std::runtime_error("TypeError: Object of type Undefined is not JSON serializable");
     PyJson j;
     auto named = [&](const char* name, std::size_t position) -> minja::Value {
         if (args.args.size() > position) return args.args[position];

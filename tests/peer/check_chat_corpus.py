@@ -31,8 +31,6 @@ inside the content), with and without the generation prompt, and with `enable_th
     prefixes are consistent); how often it equals the reference, differs only by a turn's header
     (at most 3 tokens at the turn's leading edge: Lathe does not train the generation prompt,
     docs/data.md, "Label masks"), trains less, or refuses the line, is counted in the summary.
-The one documented difference (an undefined value through `tojson` renders `null` where jinja2
-raises: minja has one value for none and undefined) is reported as known, not failed.
 Every expected value comes from transformers at test time. Conversations go to Lathe in one file
 per template and mode; a line Lathe refuses (it names FILE:LINE) or renders differently is run
 again on its own, so each failure is its own.
@@ -485,11 +483,6 @@ def check_template(name, source, training, work, table, details):
                     row = rows[n + suffix]
                     if refuses:
                         row[col] = "hf-refuses" if kind == "refused" else "hf-refuses/lathe-renders"
-                        # The one documented difference (engine/chat/minja/README.md): minja has one
-                        # value for none and undefined, so `tojson` of an undefined value (a message
-                        # key transformers dropped as None) gives null where jinja2 raises.
-                        if kind != "refused" and "Undefined is not JSON serializable" in want[n][1]:
-                            row[col] = "hf-refuses/known (undefined as none)"
                         if kind != "refused":
                             details.append((name, n + suffix, col, f"hf: {want[n][1]}\n      lathe rendered "
                                             f"{str(value)[:120]!r}"))

@@ -150,6 +150,9 @@ private:
   std::shared_ptr<ObjectType> object_;
   std::shared_ptr<CallableType> callable_;
   json primitive_;
+  // Lathe: jinja2's Undefined (a name, key or index that is not there) apart from None: it
+  // renders "", is not `none`, is not `defined`, and tojson refuses it.
+  bool undefined_ = false;
 
   Value(const std::shared_ptr<ArrayType> & array) : array_(array) {}
   Value(const std::shared_ptr<ObjectType> & object) : object_(object) {}
@@ -192,7 +195,7 @@ private:
 
     auto string_quote = to_json ? '"' : '\'';
 
-    if (is_null()) out << "null";
+    if (is_null()) out << (to_json ? "null" : "None");  // Lathe: Python's repr
     else if (array_) {
       out << "[";
       print_indent(level + 1);
@@ -230,6 +233,8 @@ private:
 
 public:
   Value() {}
+  static Value undefined() { Value v; v.undefined_ = true; return v; }  // Lathe
+  bool is_undefined() const { return undefined_ && is_null(); }         // Lathe
   Value(const bool& v) : primitive_(v) {}
   Value(const int64_t & v) : primitive_(v) {}
   Value(const double& v) : primitive_(v) {}
@@ -330,22 +335,22 @@ public:
   Value get(const Value& key) {
     if (array_) {
       if (!key.is_number_integer()) {
-        return Value();
+        return Value::undefined();
       }
       // Lathe: an index past either end is undefined, as jinja2 has it (minja threw
       // std::out_of_range's message).
       const auto index = key.get<int64_t>();
       const auto size = static_cast<int64_t>(array_->size());
       const auto at = index < 0 ? size + index : index;
-      if (at < 0 || at >= size) return Value();
+      if (at < 0 || at >= size) return Value::undefined();
       return array_->at(static_cast<size_t>(at));
     } else if (object_) {
       if (!key.is_hashable()) throw std::runtime_error("Unhashable type: " + dump());
       auto it = object_->find(key.primitive_);
-      if (it == object_->end()) return Value();
+      if (it == object_->end()) return Value::undefined();
       return it->second;
     }
-    return Value();
+    return Value::undefined();
   }
   void set(const Value& key, const Value& value) {
     if (!object_) throw std::runtime_error("Value is not an object: " + dump());
@@ -549,6 +554,7 @@ public:
     if (is_number_integer()) return std::to_string(get<int64_t>());
     if (is_number_float()) return std::to_string(get<double>());
     if (is_boolean()) return get<bool>() ? "True" : "False";
+    if (is_undefined()) return "";  // Lathe
     if (is_null()) return "None";
     return dump();
   }
@@ -795,7 +801,8 @@ public:
     std::string get_name() const { return name; }
     Value do_evaluate(const std::shared_ptr<Context> & context) const override {
         if (!context->contains(name)) {
-            return Value();
+            if (name == "none" || name == "None") return Value();  // Lathe: the constant
+            return Value::undefined();  // Lathe
         }
         return context->at(name);
     }
@@ -1057,7 +1064,11 @@ public:
           out << result.get<std::string>();
       } else if (result.is_boolean()) {
           out << (result.get<bool>() ? "True" : "False");
-      } else if (!result.is_null()) {
+      } else if (result.is_undefined()) {
+          // Lathe: an undefined value renders nothing
+      } else if (result.is_null()) {
+          out << "None";  // Lathe: as Python's str(None)
+      } else {
           out << result.dump();
       }
   }
@@ -1476,7 +1487,7 @@ public:
 
             auto eval = [&]() {
               const auto & name = t->get_name();
-              if (name == "none") return l.is_null();
+              if (name == "none") return l.is_null() && !l.is_undefined();  // Lathe
               if (name == "boolean") return l.is_boolean();
               if (name == "integer") return l.is_number_integer();
               if (name == "float") return l.is_number_float();
@@ -1485,9 +1496,13 @@ public:
               if (name == "mapping") return l.is_object();
               if (name == "iterable") return l.is_iterable();
               if (name == "sequence") return l.is_array();
-              if (name == "defined") return !l.is_null();
-              if (name == "true") return l.to_bool();
-              if (name == "false") return !l.to_bool();
+              if (name == "defined") return !l.is_undefined();  // Lathe
+              if (name == "undefined") return l.is_undefined();  // Lathe
+              // Lathe: jinja2's `true`/`false` tests are `is True`/`is False`, not truthiness.
+              if (name == "true") return l.is_boolean() && l.get<bool>();
+              if (name == "false") return l.is_boolean() && !l.get<bool>();
+              if (name == "odd") return l.is_number_integer() && l.get<int64_t>() % 2 != 0;   // Lathe
+              if (name == "even") return l.is_number_integer() && l.get<int64_t>() % 2 == 0;  // Lathe
               throw std::runtime_error("Unknown type for 'is' operator: " + name);
             };
             auto value = eval();
@@ -2939,7 +2954,7 @@ inline std::shared_ptr<Context> Context::builtins() {
     auto & text = args.at("text");
     // Lathe: jinja2's trim is str(value).strip(): a list or number is trimmed as its text, and
     // an undefined value (minja's null: a message key transformers dropped) is "".
-    return text.is_null() ? Value(std::string()) : Value(strip(text.to_str()));
+    return text.is_undefined() ? Value(std::string()) : Value(strip(text.to_str()));
   }));
   auto char_transform_function = [](const std::string & name, const std::function<char(char)> & fn) {
     return simple_function(name, { "text" }, [=](const std::shared_ptr<Context> &, Value & args) {
@@ -2974,7 +2989,8 @@ inline std::shared_ptr<Context> Context::builtins() {
         boolean = bv.get<bool>();
       }
     }
-    return boolean ? (value.to_bool() ? value : default_value) : value.is_null() ? default_value : value;
+    // Lathe: without `boolean`, jinja2's default replaces an undefined value only, not None.
+    return boolean ? (value.to_bool() ? value : default_value) : value.is_undefined() ? default_value : value;
   }));
   auto escape = simple_function("escape", { "text" }, [](const std::shared_ptr<Context> &, Value & args) {
     return Value(html_escape(args.at("text").get<std::string>()));

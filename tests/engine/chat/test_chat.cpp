@@ -166,6 +166,17 @@ private Q_SLOTS:
         QCOMPARE(render("{{ {'b': 1, 'a': [1, 'x']}|tojson }}|{{ {'b': 1}|tojson(indent=2) }}"),
                  std::string("{\"b\": 1, \"a\": [1, \"x\"]}|{\n  \"b\": 1\n}"));
         QCOMPARE(render("{{ '\u00e9'|tojson(ensure_ascii=True) }}"), std::string("\"\\u00e9\""));
+        // None and undefined are two values, as in jinja2.
+        QCOMPARE(render("{{ none }}|{{ nope }}|{{ [none] }}|{{ nope is defined }}|"
+                        "{{ none is none }}|{{ nope is none }}|{{ none|default('d') }}|"
+                        "{{ nope|default('d') }}|{{ messages[5] }}|{{ nope ~ 'x' }}|"
+                        "{{ messages[0].nope|trim }}|{{ none|trim }}|{{ nope is undefined }}|"
+                        "{{ 1 is true }}|{{ 3 is odd }}"),
+                 std::string("None||[None]|False|True|False|None|d||x||None|True|False|True"));
+        const std::string undefined = error_of([&] { render("{{ nope|tojson }}"); });
+        QVERIFY2(undefined.find("Object of type Undefined is not JSON serializable") !=
+                     std::string::npos,
+                 undefined.c_str());
         const std::string concat = error_of([&] { render("{{ 'a' + [1] }}"); });
         QVERIFY2(concat.find("can only concatenate str (not \"list\") to str") != std::string::npos,
                  concat.c_str());
